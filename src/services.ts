@@ -16,6 +16,7 @@ import type { MediaRetention } from './media/retention.ts';
 import type { OutboundGuard } from './net/outbound-guard.ts';
 import type { LeaseKeeper } from './nodes/leases.ts';
 import type { NodeRegistry } from './nodes/registry.ts';
+import { StoreClock } from './nodes/store-clock.ts';
 import { Metrics } from './ops/metrics.ts';
 import type { PlanRateLimiter } from './ratelimit/limiter.ts';
 import type { SecretBox } from './security/secrets.ts';
@@ -46,6 +47,13 @@ export interface Services {
   store: Store;
   box: SecretBox;
   clock: Clock;
+  /**
+   * This node's one estimate of the store's clock (docs/decisions/0008-leases-and-fencing.md, "One clock"): the
+   * registry's heartbeats, the lease keeper's expiries, the one-socket locks' expiries and the webhook claims' stale
+   * timeout are all written and judged on it, never on this node's wall clock; the registry and the keeper read the
+   * store's time into it every round.
+   */
+  storeClock: StoreClock;
   logger: FastifyBaseLogger;
   keys: KeyAuthenticator;
   limiter: PlanRateLimiter;
@@ -112,6 +120,11 @@ export interface ServiceOptions {
   logger: FastifyBaseLogger;
   store?: Store;
   clock?: Clock;
+  /**
+   * The node's store clock (default: a {@link StoreClock} over the store); tests pass one whose reading of the
+   * store's time they control.
+   */
+  storeClock?: StoreClock;
   /** The live engine; defaults to Baileys (docs/decisions/0024-engines-and-data-flow.md). Tests pass fakes. */
   liveEngine?: Engine;
   /**
@@ -165,6 +178,10 @@ export async function createServices(config: Config, options: ServiceOptions): P
     : undefined;
   const storage = await wireStore(config, { logger, store: options.store });
   const { store, box, redis } = storage;
+  // One clock for everything this node compares with other nodes' times, read from the store by the registry and the
+  // lease keeper (docs/decisions/0008-leases-and-fencing.md, "One clock").
+  const storeClock = options.storeClock ?? new StoreClock({ db: store.db, logger });
+  const storeNow: Clock = () => storeClock.now();
   const access = wireAccess(config, {
     store,
     redis,
@@ -181,6 +198,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
   let displaced: () => void = () => undefined;
   const nodes = wireNodeRegistry(config, {
     store,
+    storeClock,
     logger,
     workerId,
     cluster: options.cluster,
@@ -196,6 +214,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     turn,
     box,
     clock,
+    storeClock: storeNow,
     logger,
     nodeId: nodes.id,
     platformCa,
@@ -204,7 +223,14 @@ export async function createServices(config: Config, options: ServiceOptions): P
     restoreRetry: options.restoreRetry,
   });
   const { recorder, sessions, live, copies } = engines;
-  const cluster = wireCluster(config, { store, nodes, sessions, logger, timing: options.cluster });
+  const cluster = wireCluster(config, {
+    store,
+    storeClock,
+    nodes,
+    sessions,
+    logger,
+    timing: options.cluster,
+  });
   // Another process took this node's id over: it serves the same leases, so this one stops serving
   // (docs/decisions/0008-leases-and-fencing.md, "Node identity").
   displaced = () => void stopServing({ sessions, keeper: cluster?.keeper, logger });
@@ -231,6 +257,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     store,
     box,
     clock,
+    storeClock: storeNow,
     logger,
     recorder,
     copies,
@@ -293,6 +320,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     store,
     box,
     clock,
+    storeClock,
     logger,
     keys,
     limiter,

@@ -206,7 +206,9 @@ export class WebhookService {
       endpointId,
       maxAttempts: this.#worker.maxAttempts,
       runAt: now,
-      staleBefore: this.#worker.staleBefore(now),
+      // A claim is judged stale on the store's clock, as the worker judges it
+      // (docs/decisions/0008-leases-and-fencing.md, "One clock").
+      staleBefore: this.#worker.staleBefore(),
       now: nowIso(this.#clock),
     });
     if (result === 'not-found') throw errors.notFound('delivery not found');

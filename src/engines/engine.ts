@@ -105,7 +105,10 @@ export interface SessionLockHooks {
   onLost: (reason: string) => void;
   /** Called when a renewal fails (the lock is kept until it would expire). */
   onRenewError?: (error: unknown) => void;
-  /** The session's clock (epoch ms). */
+  /**
+   * The session's clock (epoch ms): the lock's clock only when the port has none of its own (the services' port
+   * judges expiries on the store's clock, docs/decisions/0008-leases-and-fencing.md, "One clock").
+   */
   clock: Clock;
 }
 

@@ -49,9 +49,11 @@ export interface LeaseKeeperOptions {
    * The local sessions. `release(id, { fenced: true })` closes a session whose lease is lost or about to expire: its
    * socket ends at once and its pending key and engine-state writes stop (it resolves once the events the socket
    * received are recorded, which can take seconds: the keeper never waits for it in a renewal round). `restore`'s
-   * third argument is asked right before the session connects: false connects nothing.
+   * third argument is asked right before the session connects: false connects nothing. `comingBack` says whether a
+   * session here that is not connected comes back by itself (else it is stopped until `connect`, and no round
+   * connects it); `restoreFailed` is told of each restore that failed and says whether the next round retries it.
    */
-  sessions: Pick<SessionManager, 'restore' | 'existing' | 'release' | 'ids'>;
+  sessions: Pick<SessionManager, 'restore' | 'existing' | 'release' | 'ids' | 'comingBack' | 'restoreFailed'>;
   logger: FastifyBaseLogger;
   /** Renewal and placement period (default {@link LEASE_HEARTBEAT_MS}). */
   heartbeatMs?: number;
@@ -63,7 +65,11 @@ export interface LeaseKeeperOptions {
    * drive time by hand pass a fake here (it is never synced).
    */
   now?: () => number;
-  /** The store's clock (default: a {@link StoreClock} over `db`); ignored when `now` is given. */
+  /**
+   * The store's clock: the node's one {@link StoreClock}, which the services share with the registry, the one-socket
+   * locks and the webhook worker (default: one of its own over `db`, for a keeper built alone); ignored when `now`
+   * is given.
+   */
   clock?: Pick<StoreClock, 'now' | 'sync' | 'synced'>;
 }
 
@@ -346,8 +352,11 @@ export class LeaseKeeper {
 
   /**
    * Restores `instance`'s session here when it should be connected and is not (stored credentials, no QR). A
-   * session already here that is not connected is asked to connect again (a no-op while its own connection attempt
-   * or reconnect runs); only a session made here is logged as restored, once. `instance` may be stale: the session
+   * session already here that is not connected is asked to connect again while it comes back by itself
+   * (`SessionManager.comingBack`: a no-op while its own connection attempt or reconnect runs; its restore failed
+   * and is retried here, every round, unless the platform refused it); one the platform stopped (replaced, refused)
+   * stays down until `connect`, as on one node (docs/decisions/0016-session-lifecycle.md), and answers `409`. Only
+   * a session made here is logged as restored, once. `instance` may be stale: the session
    * manager connects only if the store still wants the instance connected when its turn comes
    * ({@link SessionManager.restore}), so a disconnect that lands meanwhile is not undone. Nothing is restored while
    * this node's fencing timer is not armed ({@link #fenceArmed}: asked again right before the session connects), and
@@ -358,7 +367,8 @@ export class LeaseKeeper {
     const { sessions } = this.#options;
     if (instance.desiredState !== 'connected' || instance.jid === null) return Promise.resolve();
     const releasing = this.#releasing.get(instance.id);
-    if (releasing === undefined && sessions.existing(instance.id)?.state().connected)
+    const existing = releasing === undefined ? sessions.existing(instance.id) : undefined;
+    if (existing !== undefined && (existing.state().connected || !sessions.comingBack(instance.id)))
       return Promise.resolve();
     if (!this.#fenceArmed()) return Promise.resolve();
     const running = this.#restoring.get(instance.id);
@@ -380,7 +390,16 @@ export class LeaseKeeper {
       if (restored && existing === undefined)
         logger.info({ instanceId: instance.id }, 'session restored on this node');
     } catch (error) {
-      logger.warn({ err: error, instanceId: instance.id }, 'restoring a session failed');
+      // Retried at the next round unless the platform refused it: meanwhile the instance answers 503 with
+      // Retry-After, as on one node while a restore's retry is pending; refused, it stays stopped (409) until
+      // `connect`.
+      const retry = sessions.restoreFailed(instance.id, error);
+      logger.warn(
+        { err: error, instanceId: instance.id, retry },
+        retry
+          ? 'restoring a session failed; retried at the next round'
+          : 'restoring a session failed: refused by the platform, not retried',
+      );
     }
   }
 

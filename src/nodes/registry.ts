@@ -56,7 +56,11 @@ export interface NodeRegistryOptions {
    * Liveness is real time, never a test's business clock; a test that drives it by hand passes a fake here.
    */
   now?: () => number;
-  /** The store's clock (default: a {@link StoreClock} over `db`); ignored when `now` is given. */
+  /**
+   * The store's clock: the node's one {@link StoreClock}, which the services share with the lease keeper, the
+   * one-socket locks and the webhook worker (default: one of its own over `db`, for a registry built alone); ignored
+   * when `now` is given.
+   */
   clock?: Pick<StoreClock, 'now' | 'sync'>;
   /** Whether process `pid` exists in this process space (default: `process.kill(pid, 0)` does not fail with ESRCH). */
   processAlive?: (pid: number) => boolean;
@@ -244,8 +248,9 @@ export class NodeRegistry {
     this.#timer = setInterval(() => {
       this.#tick = this.#tick.then(async () => {
         try {
+          // The sweep judges on the reading the heartbeat just made: one read of the store's clock a round.
           await this.#beat();
-          if (this.#displaced === undefined) await this.sweep();
+          if (this.#displaced === undefined) await this.#sweep(false);
         } catch (error) {
           this.#options.logger.warn({ err: error }, 'node heartbeat failed');
         }
@@ -262,10 +267,15 @@ export class NodeRegistry {
    * @returns how many claims were released.
    * @throws the store's error.
    */
-  async sweep(): Promise<number> {
+  sweep(): Promise<number> {
+    return this.#sweep(true);
+  }
+
+  /** {@link sweep}, reading the store's clock first when `sync` (the heartbeat's round has just read it). */
+  async #sweep(sync: boolean): Promise<number> {
     const { db, logger } = this.#options;
-    // Judged on the store's clock, read now: a node whose wall clock stepped forward found every other node dead.
-    await this.#sync();
+    // Judged on the store's clock: a node whose wall clock stepped forward found every other node dead.
+    if (sync) await this.#sync();
     const self = this.#judge();
     const dead = (await listOtherNodes(db, this.id))
       .map((node) => ({ node, reason: deathOf(node, self) }))

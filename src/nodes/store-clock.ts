@@ -61,6 +61,8 @@ export class StoreClock {
   /** The monotonic time of that reading. */
   #monotonicAt = 0;
   #skewLogged = false;
+  /** The read in flight, which a concurrent {@link sync} joins. */
+  #syncing: Promise<void> | undefined;
 
   constructor(options: StoreClockOptions) {
     const { db } = options;
@@ -77,10 +79,20 @@ export class StoreClock {
 
   /**
    * Reads the store's clock and keeps it (see {@link StoreClock}); logs an error when this node's wall clock is
-   * further than `skewErrorMs` from it.
+   * further than `skewErrorMs` from it. A call while a read is in flight joins that read: the users of one node's
+   * clock (the registry, the lease keeper) never read the store twice at once.
    * @throws the store's error (the estimate of the last sync is kept).
    */
-  async sync(): Promise<void> {
+  sync(): Promise<void> {
+    if (this.#syncing === undefined) {
+      this.#syncing = this.#readStore().finally(() => {
+        this.#syncing = undefined;
+      });
+    }
+    return this.#syncing;
+  }
+
+  async #readStore(): Promise<void> {
     const before = this.#monotonic();
     const store = await this.#read();
     const after = this.#monotonic();

@@ -14,6 +14,11 @@ export interface InstanceLockOptions {
   instanceId: string;
   /** This process's identity (the engine's `processId`). */
   owner: string;
+  /**
+   * The clock expiries are written and judged on, epoch ms: the store's, shared by every node (the node's
+   * `StoreClock`, docs/decisions/0008-leases-and-fencing.md, "One clock"), so a node whose wall clock runs ahead
+   * takes no live lock and one whose clock runs behind writes no expiry already past for the others.
+   */
   clock: Clock;
   /** Lifetime of a lock without renewal, ms (default {@link LOCK_TTL_MS}). */
   ttlMs?: number;
@@ -30,7 +35,8 @@ export interface InstanceLockOptions {
  * that a process holds while it has a socket open on the instance's credentials. Acquire takes a free row, an expired
  * row, or its own row (a conditional UPDATE, then INSERT … ON conflict DO NOTHING — race-free on SQLite and
  * PostgreSQL with the same Kysely code); the holder renews `expires_at` every `heartbeatMs`; release deletes the row.
- * The row's times are epoch ms (docs/decisions/0027-times-as-epoch-ms.md); the `expiresAt` of a refusal is RFC 3339.
+ * The row's times are epoch ms (docs/decisions/0027-times-as-epoch-ms.md) on the store's clock (`clock`); the
+ * `expiresAt` of a refusal is RFC 3339.
  */
 export class InstanceLock implements SessionLock {
   readonly #options: InstanceLockOptions;
@@ -180,18 +186,27 @@ function iso(ms: number): string {
   return new Date(Number(ms)).toISOString();
 }
 
-/** Options of {@link SqlSessionLocks}: the store, this process's identity and the lock timing (ms). */
+/** Options of {@link SqlSessionLocks}: the store, this process's identity, its clock and the lock timing (ms). */
 export interface SqlSessionLocksOptions {
   db: Kysely<Database>;
   /** This process's identity in the lock table, unique per process (the node id). */
   owner: string;
+  /**
+   * The store's clock, epoch ms, every lock's expiry is written and judged on: the services pass the node's
+   * `StoreClock` (docs/decisions/0008-leases-and-fencing.md, "One clock"). Default: each session's clock
+   * (`SessionLockHooks.clock`), for an engine built alone in a test.
+   */
+  clock?: Clock;
   /** Lifetime of a lock without renewal, ms (default {@link LOCK_TTL_MS}). */
   ttlMs?: number;
   /** Renewal period, ms (default {@link LOCK_HEARTBEAT_MS}). */
   heartbeatMs?: number;
 }
 
-/** The {@link SessionLocks} port over the `instance_locks` table: one {@link InstanceLock} per instance. */
+/**
+ * The {@link SessionLocks} port over the `instance_locks` table: one {@link InstanceLock} per instance, on the store's
+ * clock when given ({@link SqlSessionLocksOptions.clock}).
+ */
 export class SqlSessionLocks implements SessionLocks {
   readonly #options: SqlSessionLocksOptions;
 
@@ -200,12 +215,12 @@ export class SqlSessionLocks implements SessionLocks {
   }
 
   forInstance(instanceId: string, hooks: SessionLockHooks): InstanceLock {
-    const { db, owner, ttlMs, heartbeatMs } = this.#options;
+    const { db, owner, clock, ttlMs, heartbeatMs } = this.#options;
     return new InstanceLock({
       db,
       instanceId,
       owner,
-      clock: hooks.clock,
+      clock: clock ?? hooks.clock,
       onLost: hooks.onLost,
       ...(hooks.onRenewError ? { onRenewError: hooks.onRenewError } : {}),
       ...(ttlMs === undefined ? {} : { ttlMs }),

@@ -194,8 +194,9 @@ export class SessionManager {
    * True when the session of instance `instanceId`, which should be connected, comes back by itself: none is in
    * this process yet (a restore at boot, a node taking the instance over, docs/decisions/0008-leases-and-fencing.md),
    * its engine reconnects by itself (`EngineSession.reconnecting`: a dropped socket, a restart stream error), a
-   * connect or restore of it is under way here, or its restore's retry is pending. False for a session stopped until
-   * the next `connect` (the platform replaced or refused it, a connect that failed with no retry to come).
+   * connect or restore of it is under way here, or its restore's retry is pending (a boot restore's backoff; on several
+   * nodes the lease keeper's next round, {@link restoreFailed}). False for a session stopped until the next `connect`
+   * (the platform replaced or refused it, a connect that failed with no retry to come).
    */
   comingBack(instanceId: string): boolean {
     const session = this.#sessions.get(instanceId);
@@ -384,6 +385,8 @@ export class SessionManager {
       // Asked again once the session is kept: a fence that fired while it was made may not have found it.
       if (allowed !== undefined && !allowed()) return undefined;
       const connecting = this.#whileConnecting(instanceId, session.connect());
+      // Counted as connecting from here: a retry the lease keeper noted ({@link restoreFailed}) is under way.
+      this.#restorer.retryStarted(instanceId);
       // Awaited below, outside the turn; handled here so a failure before that await is not reported unhandled.
       connecting.catch(() => undefined);
       return { connecting };
@@ -391,6 +394,17 @@ export class SessionManager {
     if (started === undefined) return false;
     await started.connecting;
     return true;
+  }
+
+  /**
+   * The lease keeper's restore of `instanceId` failed with `error` (several nodes): unless the platform refused it
+   * (`keeperRetries`, restore.ts), the keeper restores it again at its next round, and the instance comes back by
+   * itself meanwhile ({@link comingBack}: `503` with `Retry-After`, as a boot restore's retry on one node); refused, it
+   * stays stopped until `connect` (`409`). Cleared by that restore, a user action or a release.
+   * @returns whether the keeper is to retry it.
+   */
+  restoreFailed(instanceId: string, error: unknown): boolean {
+    return this.#restorer.retriedByCaller(instanceId, error);
   }
 
   /**

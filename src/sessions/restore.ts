@@ -14,6 +14,26 @@ export interface ListedInstance {
   stops: number;
 }
 
+/**
+ * Whether a boot restore that failed with `error` is tried again with backoff: when the platform could not be reached
+ * (503 platform_unreachable, docs/decisions/0016-session-lifecycle.md); any other failure leaves the session stopped
+ * until `connect`.
+ */
+export function restoreRetried(error: unknown): boolean {
+  return error instanceof DomainError && error.code === 'platform_unreachable';
+}
+
+/**
+ * Whether the lease keeper's next round tries a restore that failed with `error` again (several nodes,
+ * docs/decisions/0008-leases-and-fencing.md): every failure but the platform's refusal (502 platform_refused: the
+ * session replaced, the account refused), which leaves the session stopped until `connect`, as on one node. A
+ * platform out of reach, a store that did not answer, the one-socket lock still held by the instance's previous
+ * owner all pass, and the keeper's rounds go on until it connects.
+ */
+export function keeperRetries(error: unknown): boolean {
+  return !(error instanceof DomainError && error.code === 'platform_refused');
+}
+
 /** Dependencies of a {@link SessionRestorer}. */
 export interface SessionRestorerOptions {
   db: Kysely<Database>;
@@ -46,6 +66,11 @@ export class SessionRestorer {
   readonly #options: SessionRestorerOptions;
   /** Pending retries by instance id. */
   readonly #retries = new Map<string, NodeJS.Timeout>();
+  /**
+   * Instances whose restore failed and that the lease keeper restores again at its next round (several nodes,
+   * {@link retriedByCaller}): they come back by themselves too, without a timer here.
+   */
+  readonly #retriedByCaller = new Set<string>();
 
   constructor(options: SessionRestorerOptions) {
     this.#options = options;
@@ -77,22 +102,44 @@ export class SessionRestorer {
   cancel(instanceId: string): void {
     clearTimeout(this.#retries.get(instanceId));
     this.#retries.delete(instanceId);
+    this.#retriedByCaller.delete(instanceId);
   }
 
   /** Cancels every pending retry (shutdown). */
   stop(): void {
     for (const timer of this.#retries.values()) clearTimeout(timer);
     this.#retries.clear();
+    this.#retriedByCaller.clear();
+  }
+
+  /**
+   * Notes that the restore of `instanceId` failed with `error` and that its caller, the lease keeper, restores it
+   * again at its next round when {@link keeperRetries} (several nodes, docs/decisions/0008-leases-and-fencing.md):
+   * it is then {@link waiting} until that restore starts ({@link retryStarted}), {@link cancel} or {@link stop}.
+   * @returns whether it is retried.
+   */
+  retriedByCaller(instanceId: string, error: unknown): boolean {
+    if (!keeperRetries(error)) {
+      this.#retriedByCaller.delete(instanceId);
+      return false;
+    }
+    this.#retriedByCaller.add(instanceId);
+    return true;
+  }
+
+  /** A restore of `instanceId` is connecting: the retry {@link retriedByCaller} noted is under way. */
+  retryStarted(instanceId: string): void {
+    this.#retriedByCaller.delete(instanceId);
   }
 
   /** True while a retry of `instanceId`'s restore is pending: its session comes back by itself. */
   waiting(instanceId: string): boolean {
-    return this.#retries.has(instanceId);
+    return this.#retries.has(instanceId) || this.#retriedByCaller.has(instanceId);
   }
 
   /** Number of instances waiting for a retry (tests, metrics). */
   get pending(): number {
-    return this.#retries.size;
+    return new Set([...this.#retries.keys(), ...this.#retriedByCaller]).size;
   }
 
   /**
@@ -103,7 +150,7 @@ export class SessionRestorer {
     try {
       return await this.#options.connect(instanceId, listed);
     } catch (error) {
-      const unreachable = error instanceof DomainError && error.code === 'platform_unreachable';
+      const unreachable = restoreRetried(error);
       this.#options.logger.warn(
         { err: error, instanceId, retry: unreachable },
         unreachable

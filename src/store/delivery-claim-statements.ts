@@ -29,7 +29,10 @@ export interface LockedRow {
  */
 export type LockArguments = {
   workerId: string;
+  /** Rows due at this time (`run_at`) are locked. */
   now: number;
+  /** Written as the rows' `locked_at`: the claim's time on the store's clock, which `staleBefore` is on too. */
+  lockedAt: number;
   staleBefore: number;
 };
 
@@ -175,7 +178,11 @@ function lockDueQuery(
           .$if(dialect === 'postgres', (q) => q.forUpdate('d').skipLocked()),
     )
     .updateTable('webhook_deliveries')
-    .set((eb) => ({ locked_by: arg('workerId'), locked_at: arg('now'), attempts: eb('attempts', '+', 1) }))
+    .set((eb) => ({
+      locked_by: arg('workerId'),
+      locked_at: arg('lockedAt'),
+      attempts: eb('attempts', '+', 1),
+    }))
     .where((eb) =>
       eb(
         eb.refTuple('event_id', 'endpoint_id'),
@@ -213,6 +220,8 @@ export const LOCK_DUE_OF = {
 export type TailArguments = {
   workerId: string;
   now: number;
+  /** Written as the rows' `locked_at` (the head statement's `lockedAt`). */
+  lockedAt: number;
   staleBefore: number;
   /** The lane: its instance and endpoint (`''` the default webhook). */
   instanceId: string;
@@ -250,7 +259,7 @@ function tailStatement() {
             .limit(limit),
       )
       .updateTable('webhook_deliveries')
-      .set({ locked_by: arg('workerId'), locked_at: arg('now') })
+      .set({ locked_by: arg('workerId'), locked_at: arg('lockedAt') })
       .where((eb) =>
         eb(
           eb.refTuple('event_id', 'endpoint_id'),
@@ -276,7 +285,8 @@ export const LOCK_TAIL_SQLITE = tailStatement();
  * it; the wait is short, the lane's rows being this claim's alone. One round trip for the claim's tails where one
  * statement a lane cost one each: behind a network, a claim of a dozen lanes waited a dozen round trips
  * (docs/decisions/0062-pipelined-begin.md). Parameters: $1 the worker, $2 the time and $3 the stale bound (epoch
- * ms), $4 the most rows a lane, then the arrays. A {@link KEY_LOOKUPS} statement
+ * ms), $4 the most rows a lane, then the arrays ($5 to $7), and $8 the `locked_at` to write (the claim's time on the
+ * store's clock, which $3 is on too). A {@link KEY_LOOKUPS} statement
  * (docs/decisions/0086-generic-key-lookup-plans.md): its one plan a connection reads each lane's rows through the lanes' index
  * (no other index holds the lane's conditions) and locks them by their primary key, bounded by the tail's event ids,
  * whatever the table's size when the plan was made.
@@ -295,7 +305,7 @@ export const LOCK_TAILS_POSTGRES = `${KEY_LOOKUPS} with lanes as (
     for update of d
   ) t
 ), locked as (
-  update webhook_deliveries w set locked_by = $1::varchar, locked_at = $2::bigint
+  update webhook_deliveries w set locked_by = $1::varchar, locked_at = $8::bigint
   from tail where w.event_id = tail.event_id and w.event_id = any (array(select event_id from tail))
     and coalesce(w.endpoint_id = tail.endpoint_id, false)
   returning w.event_id, w.endpoint_id, w.instance_id, w.sequence, w.attempts, w.max_attempts

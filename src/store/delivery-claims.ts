@@ -9,7 +9,13 @@ import {
   LOCK_TAILS_POSTGRES,
   type LockedRow,
 } from './delivery-claim-statements.ts';
-import { abandonOpenAttempts, type DeliveryKey, keyIn, startAttempts } from './delivery-starts.ts';
+import {
+  abandonOpenAttempts,
+  type DeliveryKey,
+  keyIn,
+  lockedAtOf,
+  startAttempts,
+} from './delivery-starts.ts';
 import { outcomeUnknown } from './faults.ts';
 import { LOST_COMMIT_LOCK_TIMEOUT_MS, readAfterLostCommit } from './lost-commits.ts';
 import type { Database } from './schema.ts';
@@ -79,8 +85,17 @@ export interface ClaimedDelivery {
 /** Parameters of {@link claimDeliveries}; times in epoch ms. */
 export interface ClaimOptions {
   workerId: string;
+  /** The claim's time: deliveries due at it (`run_at`) are claimed, and their attempts start at it. */
   now: number;
-  /** Claims with `locked_at` before this are stale (their worker died) and may be taken over. */
+  /**
+   * The claim's `locked_at`, on the store's clock, which every node judges claims stale on (the worker's
+   * `storeClock`, docs/decisions/0008-leases-and-fencing.md, "One clock"); default `now`.
+   */
+  lockedAt?: number;
+  /**
+   * Claims with `locked_at` before this (on `lockedAt`'s clock) are stale (their worker died) and may be taken
+   * over.
+   */
   staleBefore: number;
   /** Most lanes to claim (≥ 1): with `perLane` 1, most rows. */
   limit: number;
@@ -277,7 +292,7 @@ function lockDue(
   options: ClaimOptions,
 ): Promise<LockedRow[]> {
   const { workerId, now, staleBefore, limit, instances } = options;
-  const args = { workerId, now, staleBefore };
+  const args = { workerId, now, lockedAt: lockedAtOf(options), staleBefore };
   const run =
     instances === undefined
       ? LOCK_DUE[dialect].run(trx, args, limit)
@@ -311,6 +326,7 @@ async function lockTails(
         heads.map((head) => head.instance_id),
         heads.map((head) => head.endpoint_id),
         heads.map((head) => Number(head.sequence)),
+        lockedAtOf(options),
       ]),
     );
     return rows;
@@ -323,6 +339,7 @@ async function lockTails(
       {
         workerId: options.workerId,
         now: options.now,
+        lockedAt: lockedAtOf(options),
         staleBefore: options.staleBefore,
         instanceId: head.instance_id,
         endpointId: head.endpoint_id,
@@ -341,9 +358,10 @@ async function lockTails(
  */
 async function failExhausted(
   trx: Transaction<Database>,
-  { workerId, now }: ClaimOptions,
+  options: ClaimOptions,
   keys: readonly DeliveryKey[],
 ): Promise<void> {
+  const { workerId, now } = options;
   await trx
     .updateTable('webhook_deliveries')
     .set((eb) => ({
@@ -357,6 +375,6 @@ async function failExhausted(
     }))
     .where((eb) => keyIn(eb, keys, isPostgres(trx)))
     .where('locked_by', '=', workerId)
-    .where('locked_at', '=', now)
+    .where('locked_at', '=', lockedAtOf(options))
     .execute();
 }

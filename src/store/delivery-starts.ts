@@ -59,6 +59,11 @@ export function keyIn<DB, TB extends keyof DB>(
   ]);
 }
 
+/** The `locked_at` a claim writes (`ClaimOptions.lockedAt`, on the store's clock), else its `now`. */
+export function lockedAtOf(options: Pick<ClaimOptions, 'now' | 'lockedAt'>): number {
+  return options.lockedAt ?? options.now;
+}
+
 /**
  * Reads what the attempts on the claimed rows need and writes the attempt rows of `heads` (started now); `tails`
  * (the rest of each lane batch) get their attempt numbers but no row: each is started by the transaction that
@@ -68,11 +73,13 @@ export function keyIn<DB, TB extends keyof DB>(
  */
 export async function startAttempts(
   trx: Transaction<Database>,
-  { workerId, now }: ClaimOptions,
+  options: ClaimOptions,
   heads: readonly LockedRow[],
   tails: readonly LockedRow[],
   { last = false, abandon }: StartOptions = {},
 ): Promise<ClaimedDelivery[]> {
+  const { workerId, now } = options;
+  const lockedAt = lockedAtOf(options);
   const rows = [...heads, ...tails];
   if (rows.length === 0) return [];
   const tailKeys = new Set(tails.map((row) => `${row.event_id}/${row.endpoint_id}`));
@@ -114,7 +121,7 @@ export async function startAttempts(
       sequence: Number(row.sequence),
       attempts: tail ? row.attempts + 1 : row.attempts,
       maxAttempts: row.max_attempts,
-      lockedAt: now,
+      lockedAt,
       attemptId,
       attemptNumber: number,
       started: !tail,
@@ -126,8 +133,8 @@ export async function startAttempts(
       ...previousSecretOf(endpoint ? row : undefined),
     });
   }
-  if (urlGone.length > 0) await returnClaims(trx, workerId, now, urlGone, true);
-  if (tailsUrlGone.length > 0) await returnClaims(trx, workerId, now, tailsUrlGone, false);
+  if (urlGone.length > 0) await returnClaims(trx, workerId, lockedAt, urlGone, true);
+  if (tailsUrlGone.length > 0) await returnClaims(trx, workerId, lockedAt, tailsUrlGone, false);
   if (attempts.length === 0) return out;
   // One statement for every started attempt's row (a round trip each would dominate on PostgreSQL).
   const started = attempts.filter((_, index) => out[index]?.started === true);

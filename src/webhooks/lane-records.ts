@@ -14,7 +14,7 @@ import type { Database } from '../store/schema.ts';
 import type { RetryPolicy } from './backoff.ts';
 import type { CrossLaneRecords } from './cross-lane-records.ts';
 import type { SentAttempt } from './sending.ts';
-import type { DeliveryWorkerOptions } from './worker-options.ts';
+import { claimClockOf, type DeliveryWorkerOptions } from './worker-options.ts';
 
 /**
  * Whether a lane's delivery was started: `undefined` until decided. A lane decides its starts one after the other
@@ -46,10 +46,13 @@ export interface AnsweredAttempt {
 
 /** What the records of a worker need: a subset of its options and its state. */
 export interface RecorderContext {
-  options: Pick<DeliveryWorkerOptions, 'store' | 'turn' | 'clock' | 'logger' | 'onAttempt'>;
+  options: Pick<DeliveryWorkerOptions, 'store' | 'turn' | 'clock' | 'storeClock' | 'logger' | 'onAttempt'>;
   retry: RetryPolicy;
   workerId: string;
-  /** A claim older than this is stale (ms); records wait out a store outage for half of it. */
+  /**
+   * A claim older than this on the claims' clock (`storeClock`) is stale (ms); records wait out a store outage for
+   * half of it.
+   */
   staleMs: number;
   /** True once the worker is stopping: nothing more is started. */
   stopping: () => boolean;
@@ -342,7 +345,7 @@ export class LaneRecords {
       next !== undefined &&
       waiting.outcome.kind === 'delivered' &&
       !this.#context.stopping() &&
-      now - next.lockedAt < this.#context.staleMs / 2;
+      claimClockOf(this.#context.options)() - next.lockedAt < this.#context.staleMs / 2;
     // A try after one that offered to start the taken delivery asks whether it did, even when it would no longer
     // start it (the lane halted or the claim grew old meanwhile); but not once the start before it is known not
     // made: the lane then gives its later deliveries back, and none may be reported started

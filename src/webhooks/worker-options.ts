@@ -18,7 +18,15 @@ export interface DeliveryWorkerOptions {
    * an attempt to a broker endpoint fails.
    */
   brokers?: BrokerPublishers;
+  /** The business clock, epoch ms: when deliveries come due (`run_at`), attempts' times, the log's times. */
   clock: Clock;
+  /**
+   * The store's clock, epoch ms, claims are stamped (`locked_at`) and judged stale on: the services pass the node's
+   * `StoreClock`, shared by every node (docs/decisions/0008-leases-and-fencing.md, "One clock"), so a node whose wall
+   * clock runs ahead takes no delivery still in flight on another (a doubled webhook) and one whose clock runs behind
+   * still takes back a dead worker's claims. Default: `clock` (a worker built alone in a test).
+   */
+  storeClock?: Clock;
   logger: FastifyBaseLogger;
   /** Retry delays (docs/decisions/0005-outbox-and-delivery.md, `WEBHOOK_RETRY_SCHEDULE`). */
   scheduleMs: readonly number[];
@@ -26,7 +34,10 @@ export interface DeliveryWorkerOptions {
   timeoutMs: number;
   /** How often to look for due rows when nothing woke the worker (default 1,000). */
   pollIntervalMs?: number;
-  /** A claim older than this belongs to a dead worker and is taken over (default 2 × timeout + 30 s). */
+  /**
+   * A claim older than this, on `storeClock`, belongs to a dead worker and is taken over (default 2 × timeout +
+   * 30 s).
+   */
   staleAfterMs?: number;
   /**
    * Lanes sending at once in this process (`WEBHOOK_CONCURRENCY`, default 64,
@@ -72,6 +83,11 @@ export interface DeliveryWorkerOptions {
    * dashboard's live delivery log). Must not throw.
    */
   onAttempt?: (outcome: AttemptOutcome['kind'], durationMs: number, instanceId: string) => void;
+}
+
+/** The clock a worker's claims are stamped and judged stale on: `storeClock`, else `clock`. */
+export function claimClockOf(options: Pick<DeliveryWorkerOptions, 'clock' | 'storeClock'>): Clock {
+  return options.storeClock ?? options.clock;
 }
 
 /** The worker options a caller of `createServices` may tune (tests: fast poll, short stale timeout, fixed id). */

@@ -20,7 +20,7 @@ import type { RecorderContext } from './lane-records.ts';
 import { type LaneRun, type LaneRunContext, lanesOf, runLane, runsWithoutPlaces } from './lane-run.ts';
 import { claimMadeAfterLostCommit } from './lost-claims.ts';
 import { RequestPlaces, windowShares } from './request-places.ts';
-import type { DeliveryWorkerOptions } from './worker-options.ts';
+import { claimClockOf, type DeliveryWorkerOptions } from './worker-options.ts';
 
 export type { DeliveryWorkerOptions, WebhookWorkerTuning } from './worker-options.ts';
 
@@ -130,8 +130,11 @@ export class DeliveryWorker {
     return this.#retry.maxAttempts;
   }
 
-  /** Epoch ms before which a claim counts as stale at time `now`. */
-  staleBefore(now: number): number {
+  /**
+   * Epoch ms before which a claim counts as stale at time `now` of the claims' clock (default: now on it, the store's
+   * clock in the services, `storeClock`).
+   */
+  staleBefore(now: number = claimClockOf(this.#options)()): number {
     return now - this.#staleMs;
   }
 
@@ -261,6 +264,9 @@ export class DeliveryWorker {
     if (free <= 0) return [];
     const { store, clock, logger } = this.#options;
     const now = clock();
+    // Stamped and judged stale on the store's clock, shared by every node (docs/decisions/0008-leases-and-fencing.md,
+    // "One clock"): never this node's wall clock, which may run ahead of another's or behind it.
+    const lockedAt = this.#options.storeClock?.() ?? now;
     // Retries come due and claims go stale without a wake: every instance is looked at once a poll interval (of
     // real time), also while wakes keep the worker from sleeping until its poll.
     const started = performance.now();
@@ -282,7 +288,8 @@ export class DeliveryWorker {
     const claim: ClaimOptions = {
       workerId: this.id,
       now,
-      staleBefore: this.staleBefore(now),
+      lockedAt,
+      staleBefore: this.staleBefore(lockedAt),
       limit: free,
       perLane: this.#laneBatch,
       ...(instances === undefined ? {} : { instances }),

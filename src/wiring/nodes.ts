@@ -3,6 +3,7 @@ import type { Config } from '../config/config.ts';
 import { DomainError } from '../domain/errors.ts';
 import { LEASE_HEARTBEAT_MS, LEASE_TTL_MS, LeaseKeeper } from '../nodes/leases.ts';
 import { NodeRegistry } from '../nodes/registry.ts';
+import type { StoreClock } from '../nodes/store-clock.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
 
@@ -17,12 +18,14 @@ export interface ClusterTiming {
  * `CLUSTER_NODE_ID`, else the webhook worker id a test fixes, else generated. A cluster node's liveness follows its
  * lease timing, so a dead node's webhook claims go with its leases (docs/decisions/0008-leases-and-fencing.md).
  * `onReleased` runs after dead nodes' claims were released; `onDisplaced` once another process took this node's id
- * over ({@link stopServing}).
+ * over ({@link stopServing}). Its heartbeats are on `storeClock`, the node's one store clock
+ * (docs/decisions/0008-leases-and-fencing.md, "One clock"), which it reads at every heartbeat.
  */
 export function wireNodeRegistry(
   config: Config,
   deps: {
     store: Store;
+    storeClock: StoreClock;
     logger: FastifyBaseLogger;
     workerId?: string | undefined;
     cluster?: ClusterTiming | undefined;
@@ -35,6 +38,7 @@ export function wireNodeRegistry(
   return new NodeRegistry({
     db: deps.store.db,
     logger: deps.logger,
+    clock: deps.storeClock,
     ...(nodeId === undefined ? {} : { id: nodeId }),
     ...(config.cluster
       ? {
@@ -76,12 +80,14 @@ export async function stopServing(deps: {
 
 /**
  * Several nodes (docs/decisions/0008-leases-and-fencing.md), when `CLUSTER_SECRET` is set: this node's lease keeper
- * (not started: the entry point starts it once listening) and the secret of node-to-node calls; undefined otherwise.
+ * (not started: the entry point starts it once listening), its expiries on `storeClock` (the node's one store clock,
+ * shared with the registry: "One clock"), and the secret of node-to-node calls; undefined otherwise.
  */
 export function wireCluster(
   config: Config,
   deps: {
     store: Store;
+    storeClock: StoreClock;
     nodes: NodeRegistry;
     sessions: SessionManager;
     logger: FastifyBaseLogger;
@@ -94,6 +100,7 @@ export function wireCluster(
     nodeId: deps.nodes.id,
     sessions: deps.sessions,
     logger: deps.logger,
+    clock: deps.storeClock,
     ...deps.timing,
   });
   // Each session's key writes land only while its instance's lease is still this node's (fencing by token).

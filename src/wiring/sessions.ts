@@ -39,7 +39,8 @@ export interface SessionParts {
  * Builds the recorder (instance state and message projections, the copies of messages the platform handed over
  * again told first, src/events/message-copies.ts), the sandbox engine for `test` instances, the live
  * engine for `live` ones (Baileys unless a test passes its own, docs/decisions/0024-engines-and-data-flow.md; its
- * one-socket locks owned by node `nodeId`) and the session manager over both.
+ * one-socket locks owned by node `nodeId`, their expiries on `storeClock`, the node's one store clock:
+ * docs/decisions/0008-leases-and-fencing.md, "One clock") and the session manager over both.
  */
 export function wireSessions(
   config: Config,
@@ -47,6 +48,8 @@ export function wireSessions(
     store: Store;
     box: SecretBox;
     clock: Clock;
+    /** The node's store clock, epoch ms: the one-socket locks' expiries are written and judged on it. */
+    storeClock: Clock;
     logger: FastifyBaseLogger;
     nodeId: string;
     /** The store's shared transaction of each event-loop turn (SQLite only). */
@@ -86,7 +89,7 @@ export function wireSessions(
     new DeferredEngine('baileys', async () => {
       const { BaileysEngine } = await import('../engines/baileys/index.ts');
       return new BaileysEngine({
-        locks: new SqlSessionLocks({ db: store.db, owner: deps.nodeId }),
+        locks: new SqlSessionLocks({ db: store.db, owner: deps.nodeId, clock: deps.storeClock }),
         logger,
         clock,
         platform: {

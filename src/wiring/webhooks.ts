@@ -26,7 +26,8 @@ export interface WebhookParts {
 /**
  * Builds the outbound guard (`WEBHOOK_ALLOWED_CIDRS`, plus the extra CA `ca` when given), the broker publishers
  * behind it and the delivery worker
- * (claims under node id `nodeId`, each attempt counted in `metrics` and told to the dashboard's `feed`), and adds
+ * (claims under node id `nodeId` on the node's store clock `storeClock`, each attempt counted in `metrics` and told
+ * to the dashboard's `feed`), and adds
  * the outbox projection to `recorder`: every recorded event gets its webhook row and, when subscribed, a delivery
  * that wakes the worker after the commit (docs/decisions/0005-outbox-and-delivery.md), but for a copy of a message
  * recorded before (`copies`, src/events/message-copies.ts). Received media are linked at
@@ -38,6 +39,8 @@ export function wireWebhooks(
     store: Store;
     box: SecretBox;
     clock: Clock;
+    /** The node's store clock, epoch ms: claims are stamped and judged stale on it (the worker's `storeClock`). */
+    storeClock: Clock;
     logger: FastifyBaseLogger;
     recorder: EventRecorder;
     /** What tells the copies of recorded messages (src/events/message-copies.ts): they make no webhook event. */
@@ -63,6 +66,7 @@ export function wireWebhooks(
     guard,
     brokers,
     clock,
+    storeClock: deps.storeClock,
     logger,
     scheduleMs: config.webhook.retryScheduleMs,
     timeoutMs: config.webhook.timeoutMs,

@@ -3,17 +3,21 @@ import { describe, it } from 'node:test';
 import pino from 'pino';
 import { LeaseKeeper } from '../../src/nodes/leases.ts';
 import { NodeRegistry } from '../../src/nodes/registry.ts';
+import { StoreClock } from '../../src/nodes/store-clock.ts';
+import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { listLeases, setNodeEndpoint } from '../../src/store/leases.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
 import { fakeSessions, setup } from './lease-support.ts';
 
 /**
- * Lease expiries and node heartbeats are judged on one clock, the store's (docs/decisions/0008-leases-and-fencing.md,
- * "One clock"), never on a node's wall clock, which can step (an NTP step, a VM resumed, a bad clock at boot). Judged
- * on its own, a node stepped forward by more than a lease lifetime read every other node as dead and every lease as
- * expired: it took the live owner's leases (both opened the sessions) and its sweep deleted the owner's row and
- * released its webhook claims; an owner stepped back wrote expiries already past for its peers. PostgreSQL only: it
- * is what several nodes share (a SQLite store is one process, whose clock is the store's).
+ * Lease expiries, node heartbeats and the one-socket locks' expiries are judged on one clock, the store's
+ * (docs/decisions/0008-leases-and-fencing.md, "One clock"), never on a node's wall clock, which can step (an NTP step,
+ * a VM resumed, a bad clock at boot). Judged on its own, a node stepped forward by more than a lease lifetime read
+ * every other node as dead and every lease as expired: it took the live owner's leases (both opened the sessions) and
+ * its sweep deleted the owner's row and released its webhook claims; an owner stepped back wrote expiries already past
+ * for its peers. PostgreSQL only: it is what several nodes share (a SQLite store is one process, whose clock is the
+ * store's). A node whose clock runs ahead took another's live one-socket lock too, and one running behind wrote lock
+ * expiries already past.
  */
 
 const logger = pino({ level: 'silent' });
@@ -104,6 +108,62 @@ describe('a node whose wall clock steps (postgres)', { skip: !testDialects().inc
         [],
         'node-b took leases node-a holds',
       );
+    } finally {
+      await testStore.cleanup();
+    }
+  });
+
+  it('the one-socket lock: stepped forward, takes no live lock; stepped back, writes no expiry past for its peers', async () => {
+    const testStore = await createTestStore('postgres');
+    try {
+      const { db, instances } = await setup(testStore, 2);
+      const [live, lapsed] = instances;
+      assert.ok(live && lapsed);
+      /** Node `owner`'s locks as the services make them: on the node's store clock; its sessions on its wall clock. */
+      const node = async (owner: string, stepMs: number) => {
+        const clock = withWallClockStepped(stepMs, () => new StoreClock({ db, logger }));
+        await clock.sync();
+        const locks = new SqlSessionLocks({ db, owner, clock: () => clock.now(), heartbeatMs: 60_000 });
+        return (instanceId: string) =>
+          locks.forInstance(instanceId, { clock: () => Date.now() + stepMs, onLost: () => undefined });
+      };
+      const a = await node('node-a', 0);
+      const ahead = await node('node-ahead', STEP_MS);
+      const behind = await node('node-behind', -STEP_MS);
+      const heldByA = a(live.id);
+      assert.deepEqual(await heldByA.acquire(), { acquired: true });
+      const taken = await ahead(live.id).acquire();
+      assert.equal(taken.acquired, false, "a node whose clock runs ahead took node-a's live lock");
+
+      // A lapsed lock (its holder died a while ago, on the store's clock) is taken back by a node running behind, and
+      // the expiry it writes holds against a node on time.
+      await db
+        .insertInto('instance_locks')
+        .values({
+          instance_id: lapsed.id,
+          owner: 'node-dead',
+          acquired_at: Date.now() - 40_000,
+          expires_at: Date.now() - 10_000,
+        })
+        .execute();
+      const byBehind = behind(lapsed.id);
+      assert.deepEqual(
+        await byBehind.acquire(),
+        { acquired: true },
+        'a node whose clock runs behind never took it back',
+      );
+      const row = await db
+        .selectFrom('instance_locks')
+        .select('expires_at')
+        .where('instance_id', '=', lapsed.id)
+        .executeTakeFirstOrThrow();
+      assert.ok(
+        Number(row.expires_at) > Date.now(),
+        `node-behind wrote an expiry already past: ${row.expires_at}`,
+      );
+      assert.equal((await a(lapsed.id).acquire()).acquired, false, "node-a took node-behind's live lock");
+      await heldByA.release();
+      await byBehind.release();
     } finally {
       await testStore.cleanup();
     }

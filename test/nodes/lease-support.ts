@@ -36,6 +36,9 @@ export function fakeSessions() {
       }
     },
     ids: () => [...open.keys()],
+    /** A session here not connected yet is still connecting: it comes back by itself. */
+    comingBack: () => true,
+    restoreFailed: () => false,
   };
 }
 

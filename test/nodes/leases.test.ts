@@ -192,6 +192,9 @@ for (const dialect of testDialects()) {
             made ? ({ state: () => ({ connected: false, loggedIn: true }) } as never) : undefined,
           release: async () => undefined,
           ids: () => [],
+          // Still connecting: it comes back by itself.
+          comingBack: () => true,
+          restoreFailed: () => false,
         };
         const lines: string[] = [];
         const recording = pino(

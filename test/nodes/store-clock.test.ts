@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { KyselyPlugin } from 'kysely';
 import pino from 'pino';
+import { NodeRegistry } from '../../src/nodes/registry.ts';
 import { StoreClock } from '../../src/nodes/store-clock.ts';
+import { eventually } from '../support/eventually.ts';
 import { createTestStore } from '../support/store.ts';
 
 /**
@@ -58,6 +61,83 @@ describe('StoreClock', () => {
       assert.ok(Math.abs(clock.now() - Date.now()) < 5_000, 'the store on this machine shares its clock');
       assert.ok(Number.isInteger(clock.now()));
     } finally {
+      await testStore.cleanup();
+    }
+  });
+
+  it("reads the store once for syncs asked for together: the users of one node's clock share a read", async () => {
+    const testStore = await createTestStore('sqlite');
+    try {
+      /** The reads in flight, answered by the test. */
+      const pending: ((ms: number) => void)[] = [];
+      let reads = 0;
+      const answer = (ms: number) => {
+        for (const resolve of pending.splice(0)) resolve(ms);
+      };
+      const clock = new StoreClock({
+        db: testStore.store.db,
+        logger: pino({ level: 'silent' }),
+        read: () => {
+          reads += 1;
+          return new Promise<number>((resolve) => {
+            pending.push(resolve);
+          });
+        },
+      });
+      const together = Promise.all([clock.sync(), clock.sync()]);
+      answer(1_000_000);
+      await together;
+      assert.equal(reads, 1, 'two syncs at once read the store twice');
+      assert.equal(clock.synced, true);
+      const next = clock.sync();
+      answer(2_000_000);
+      await next;
+      assert.equal(reads, 2, 'a sync after the last one ended reads again');
+    } finally {
+      await testStore.cleanup();
+    }
+  });
+
+  it("the registry reads the store's clock once a heartbeat: its sweep judges on the heartbeat's reading", async () => {
+    const testStore = await createTestStore('sqlite');
+    let registry: NodeRegistry | undefined;
+    try {
+      let syncs = 0;
+      const clock = {
+        now: () => Date.now(),
+        sync: async () => {
+          syncs += 1;
+        },
+      };
+      let beats = 0;
+      /** Counts the heartbeats: the updates of `nodes` setting `heartbeat_at`. */
+      const counter: KyselyPlugin = {
+        transformQuery: ({ node }) => {
+          if (node.kind === 'UpdateQueryNode' && JSON.stringify(node).includes('"heartbeat_at"')) beats += 1;
+          return node;
+        },
+        transformResult: async ({ result }) => result,
+      };
+      registry = new NodeRegistry({
+        db: testStore.store.db.withPlugin(counter),
+        logger: pino({ level: 'silent' }),
+        id: 'node-one-read',
+        heartbeatMs: 20,
+        deadAfterMs: 10_000,
+        clock,
+      });
+      await registry.start();
+      const [syncsAtStart, beatsAtStart] = [syncs, beats];
+      await eventually('five heartbeats', () => beats - beatsAtStart >= 5);
+      await registry.stop();
+      registry = undefined;
+      assert.equal(
+        syncs - syncsAtStart,
+        beats - beatsAtStart,
+        'reads of the store clock per heartbeat round',
+      );
+    } finally {
+      await registry?.stop();
       await testStore.cleanup();
     }
   });

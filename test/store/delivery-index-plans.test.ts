@@ -193,6 +193,7 @@ for (const dialect of testDialects()) {
             lanes.map((lane) => lane.id),
             lanes.map(() => ''),
             lanes.map(() => 1_980),
+            Date.now() + 1_000,
           ]),
         );
         const plan = rows.map((row) => row['QUERY PLAN']).join('\n');

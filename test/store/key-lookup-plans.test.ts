@@ -163,6 +163,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
           ['i1'],
           [''],
           [7],
+          1_700_000_000_000,
         ]),
       );
       assertKeyLookups(

@@ -81,6 +81,8 @@ export interface TestAppOptions {
   /** Reuse a store (restart tests): the app opens its own connection to it. */
   testStore?: TestStore;
   clock?: ManualClock;
+  /** The node's store clock passed to createServices (default: the services make one over the store). */
+  storeClock?: ServiceOptions['storeClock'];
   /** Extra CA the outbound guard trusts (the HTTPS receiver's certificate). */
   outboundCa?: string | Buffer;
   /** Webhook worker tuning passed to createServices (fast poll, stale timeout, `start: false`). */
@@ -109,6 +111,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     logger,
     store: testStore.store,
     clock,
+    ...(options.storeClock ? { storeClock: options.storeClock } : {}),
     ...(options.liveEngine ? { liveEngine: options.liveEngine } : {}),
     ...(options.liveEngineTuning ? { liveEngineTuning: options.liveEngineTuning } : {}),
     revocationPollMs: 50,

@@ -56,12 +56,18 @@ for (const dialect of testDialects()) {
     const db = () => t.testStore.store.db;
     /** The worker's stale-claim timeout, ms. */
     const staleMs = () => t.clock() - t.services.webhooks.staleBefore(t.clock());
-    const claim = (workerId: string, limit = 10) => {
-      const now = t.clock();
+    /**
+     * Claims as worker `workerId`, `ago` ms ago on the store's clock (claims are stamped and judged stale on it,
+     * docs/decisions/0008-leases-and-fencing.md, "One clock"): a claim made longer ago than the stale timeout is one a
+     * dead worker left.
+     */
+    const claim = (workerId: string, limit = 10, ago = 0) => {
+      const lockedAt = t.services.storeClock.now() - ago;
       return claimDeliveries(db(), dialect, {
         workerId,
-        now,
-        staleBefore: t.services.webhooks.staleBefore(now),
+        now: t.clock(),
+        lockedAt,
+        staleBefore: t.services.webhooks.staleBefore(lockedAt),
         limit,
       });
     };
@@ -124,12 +130,11 @@ for (const dialect of testDialects()) {
       await recordMessages(t, 3);
       // Two workers in turn claim the head and die mid-attempt; each claim goes stale and is taken over.
       for (const [index, worker] of ['crash-1', 'crash-2'].entries()) {
-        const claimed = await claim(worker);
+        const claimed = await claim(worker, 10, (2 - index) * (staleMs() + 1));
         assert.deepEqual(
           claimed.map((c) => [c.sequence, c.attempts]),
           [[1, index + 1]],
         );
-        t.clock.advance(staleMs() + 1);
       }
       assert.equal(
         await t.services.webhooks.runOnce(),
@@ -266,9 +271,9 @@ for (const dialect of testDialects()) {
 
     it('a worker whose claim was taken over cannot complete, fail or release the new owner’s claim', async () => {
       await recordMessages(t, 1);
-      const [old] = await claim('slow-worker');
+      // The slow worker's claim was made longer ago than the stale timeout.
+      const [old] = await claim('slow-worker', 10, staleMs() + 1);
       assert.ok(old);
-      t.clock.advance(staleMs() + 1);
       const [taken] = await claim('new-owner');
       assert.ok(taken);
       assert.deepEqual([taken.eventId, taken.attempts], [old.eventId, 2]);

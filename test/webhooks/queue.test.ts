@@ -159,11 +159,12 @@ for (const dialect of testDialects()) {
 
     it('takes over a stale claim of a dead worker and ignores that worker when it comes back late', async () => {
       await recordMessages(t, 2);
-      const now = t.clock();
+      const lockedAt = t.services.storeClock.now();
       const dead = await claimDeliveries(db(), dialect, {
         workerId: 'dead-worker',
-        now,
-        staleBefore: t.services.webhooks.staleBefore(now),
+        now: t.clock(),
+        lockedAt,
+        staleBefore: t.services.webhooks.staleBefore(lockedAt),
         limit: 10,
       });
       assert.deepEqual(
@@ -172,10 +173,18 @@ for (const dialect of testDialects()) {
       );
       assert.equal(await releaseClaims(db(), 'someone-else'), 0, 'only the holder can release');
       assert.equal(await t.services.webhooks.runOnce(), 0, 'a live claim blocks the instance');
+      // The stale timeout passes, on the store's clock the claims are judged on
+      // (docs/decisions/0008-leases-and-fencing.md, "One clock"): the dead worker's claim is as if made that long ago.
+      const [claimed] = dead;
+      assert.ok(claimed);
+      const late = { ...claimed, lockedAt: claimed.lockedAt - (2 * 5_000 + 30_000 + 1) };
+      await db()
+        .updateTable('webhook_deliveries')
+        .set({ locked_at: late.lockedAt })
+        .where('locked_by', '=', 'dead-worker')
+        .execute();
       t.clock.advance(2 * 5_000 + 30_000 + 1);
       assert.equal(await t.services.webhooks.runOnce(), 1, 'the stale claim is taken over');
-      const [late] = dead;
-      assert.ok(late);
       const applied = await finishAttempt(db(), {
         eventId: late.eventId,
         instanceId: late.instanceId,
@@ -220,7 +229,15 @@ for (const dialect of testDialects()) {
     it('marks an attempt abandoned when its worker died before finishing', async () => {
       await recordMessages(t, 1);
       const now = t.clock();
-      await claimDeliveries(db(), dialect, { workerId: 'gone', now, staleBefore: now - 1, limit: 1 });
+      // Claimed a minute ago on the store's clock, which claims are judged stale on.
+      const lockedAt = t.services.storeClock.now() - 60_000;
+      await claimDeliveries(db(), dialect, {
+        workerId: 'gone',
+        now,
+        lockedAt,
+        staleBefore: lockedAt - 1,
+        limit: 1,
+      });
       t.clock.advance(60_000);
       assert.equal(await t.services.webhooks.runOnce(), 1);
       const [entry] = (await deliveries(t)).body.data.deliveries;
