@@ -105,6 +105,12 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     }
     if (pause !== null) await pace.resume(instanceId);
     if (runner.nextAllowedAt > now) return runners.schedule(instanceId, runner.nextAllowedAt - now);
+    // A synchronous send relayed at once is under way: the jobs due now became due or were accepted after it, and go
+    // once it ended (its end wakes the queue), never beside it (docs/decisions/0013-pacing.md).
+    if (runner.immediate > 0) {
+      runner.deferred = true;
+      return;
+    }
     const job = await claimNextSendJob(db, instanceId, nodeId, now);
     if (!job) {
       // Nothing due, or the first job waits for its retry in its place and the others behind it: the queue wakes when
@@ -115,6 +121,7 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
         runners.schedule(instanceId, Math.max(0, Math.max(first.runAt, first.notBefore) - now));
       if (!runner.again) {
         runner.idle = first === undefined || first.runAt > now;
+        runner.idleUntil = first === undefined ? Number.POSITIVE_INFINITY : first.runAt;
         runner.queued = 0;
       }
       return;

@@ -163,6 +163,7 @@ export class SendQueue implements EventProjection {
     };
     this.#syncContext = {
       nodeId: deps.nodeId,
+      clock: deps.clock,
       runners: this.#runners,
       deadlines: this.#deadlines,
       waiters: this.#waiters,
@@ -172,6 +173,7 @@ export class SendQueue implements EventProjection {
       pause: (instanceId) => this.pause(instanceId),
       store: (job, late) => this.store(job, late),
       waitFor: (job, signal) => this.waitFor(job, signal),
+      wake: (instanceId) => this.wake(instanceId),
     };
   }
 
@@ -369,6 +371,17 @@ export class SendQueue implements EventProjection {
   /** A job due now was stored for the queue of `instanceId` (synchronous sends wait behind it): wakes the queue. */
   submitted(instanceId: string): void {
     this.#runners.get(instanceId).queued += 1;
+    this.wake(instanceId);
+  }
+
+  /**
+   * A scheduled job due at `runAt` (epoch ms) was stored for the queue of `instanceId`: from then on synchronous sends
+   * wait behind it (runners.ts `Runner.idleUntil`), even before the queue's wake for it has run; wakes the queue, which
+   * sets that wake.
+   */
+  scheduled(instanceId: string, runAt: number): void {
+    const runner = this.#runners.get(instanceId);
+    runner.idleUntil = Math.min(runner.idleUntil, runAt);
     this.wake(instanceId);
   }
 

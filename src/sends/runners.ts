@@ -25,8 +25,23 @@ export interface Runner {
    * (docs/decisions/0013-pacing.md).
    */
   idle: boolean;
+  /**
+   * When {@link Runner.idle} ends by itself (epoch ms): the `run_at` of the instance's first pending job, a scheduled
+   * send or one moved behind, as the last drain read it or an acceptance here told it (queue.ts `SendQueue.scheduled`);
+   * infinite when none waits. From then that job is due, and a synchronous send accepted after it waits behind it even
+   * before the queue's wake for it has run (sync-relay.ts).
+   */
+  idleUntil: number;
   /** Jobs submitted for the queue (due now) and not yet claimed, as this process knows them. */
   queued: number;
+  /**
+   * Synchronous sends this process decided to relay at once (sync-relay.ts), from that decision until their relay
+   * ended or they were left to the queue: the drain claims nothing meanwhile, so no job that became due or was accepted
+   * after them goes out beside them and perhaps first (docs/decisions/0013-pacing.md).
+   */
+  immediate: number;
+  /** A drain held its claim back for {@link Runner.immediate} relays: the last one to end wakes the queue. */
+  deferred: boolean;
   /** The pending wake set by {@link Runners.schedule}, if any. */
   timer: NodeJS.Timeout | undefined;
   /** When that wake is due. */
@@ -76,6 +91,18 @@ export function askHandBack(runner: Runner): void {
  */
 export function awaitsLogin(runner: Runner): boolean {
   return runner.unconfirmedAt !== undefined && runner.unconfirmedAt === runner.logins;
+}
+
+/**
+ * Ends one of the instance's immediate synchronous relays ({@link Runner.immediate}): its relay ended, or the send was
+ * left to the queue after all. @returns true when it was the last one and a drain held its claim back for them: the
+ * caller wakes the queue.
+ */
+export function endImmediate(runner: Runner): boolean {
+  runner.immediate = Math.max(0, runner.immediate - 1);
+  if (runner.immediate > 0 || !runner.deferred) return false;
+  runner.deferred = false;
+  return true;
 }
 
 /**
@@ -138,7 +165,10 @@ export class Runners {
         reclaimed: false,
         handBacksAsked: 0,
         idle: false,
+        idleUntil: Number.POSITIVE_INFINITY,
         queued: 0,
+        immediate: 0,
+        deferred: false,
         timer: undefined,
         timerAt: 0,
         nextAllowedAt: 0,
