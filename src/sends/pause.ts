@@ -199,13 +199,14 @@ export class PaceKeeper {
    * Whether relaying `job` opens a chat (a direct chat without history: docs/decisions/0013-pacing.md counts these per
    * day) and, when the pace or the reach-out timelock holds it back, the `rate_limited` error and the time (epoch ms)
    * it may run again: the timelock's end, or the first instant the rolling day no longer counts the oldest relay
-   * that opened a chat ({@link newChatSlotFreesAt}). Only asks the store when a new-chats pace or a timelock is in
-   * force; the count covers chats opened before the cap was set ({@link setPacing}). @throws the store's error.
+   * that opened a chat ({@link newChatSlotFreesAt}; `forSlot` true: it waits for a slot of the cap). Only asks the
+   * store when a new-chats pace or a timelock is in force; the count covers chats opened before the cap was set
+   * ({@link setPacing}). @throws the store's error.
    */
   async newChatCheck(
     job: SendJob,
     pacing: PacingSettings,
-  ): Promise<{ opensChat: boolean; hold?: { error: DomainError; until: number } }> {
+  ): Promise<{ opensChat: boolean; hold?: { error: DomainError; until: number; forSlot: boolean } }> {
     const { db, clock } = this.#deps;
     // A group or a status (docs/decisions/0044-status-stories.md) never opens a chat.
     const isGroup = job.chat.endsWith(`@${GROUP_DOMAIN}`) || job.chat === STATUS_BROADCAST;
@@ -219,7 +220,7 @@ export class PaceKeeper {
         retryAfter: Math.max(1, Math.ceil((lock.until - clock()) / 1000)),
         restriction: 'reach-out-timelock',
       });
-      return { opensChat, hold: { error, until: lock.until } };
+      return { opensChat, hold: { error, until: lock.until, forSlot: false } };
     }
     if (opensChat && pacing.newChatsPerDay !== null) {
       const since = clock() - DAY_MS;
@@ -234,7 +235,7 @@ export class PaceKeeper {
           `the instance's pace allows ${pacing.newChatsPerDay} new chats per day; the next may open at ${new Date(frees).toISOString()}`,
           { retryAfter: Math.max(1, Math.ceil((frees - clock()) / 1000)) },
         );
-        return { opensChat, hold: { error, until: frees } };
+        return { opensChat, hold: { error, until: frees, forSlot: true } };
       }
     }
     return { opensChat };

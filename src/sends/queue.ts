@@ -12,14 +12,14 @@ import type { Database } from '../store/schema.ts';
 import { countDueSendJobs } from '../store/send-job-claims.ts';
 import type { LateFailure, NewSendJob, SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
-import { type DrainContext, drainOnce } from './drain.ts';
+import { type DrainContext, drain } from './drain.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { endAccountOnLogout, loggedOutBeforeRelay } from './logout.ts';
 import { PaceKeeper } from './pause.ts';
 import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
-import { askHandBack, forgetLastRelay, type Runner, Runners } from './runners.ts';
+import { afterLogin, afterLogout, Runners, unreleased } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import { DueSweep } from './sweep.ts';
 import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
@@ -39,8 +39,9 @@ export type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-dep
  * (waiters.ts), the pace and pauses (pause.ts), one job's relay (relay.ts) and the fate of a failed one
  * (failures.ts), a synchronous send stored and relayed at once (sync-relay.ts), the jobs marked sent in the
  * recorder's transactions (sent-marks.ts), each instance's queue state and wake timer (runners.ts), one pass of an
- * instance's drain (drain.ts), the deadlines of synchronous sends waiting their turn (sync-deadline.ts) and the
- * sweep for due jobs (sweep.ts).
+ * instance's drain (drain.ts), the release of the sends waiting for a new-chat slot as the window frees slots
+ * (new-chat-slots.ts), the deadlines of synchronous sends waiting their turn (sync-deadline.ts) and the sweep for due
+ * jobs (sweep.ts).
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
@@ -237,10 +238,7 @@ export class SendQueue implements EventProjection {
       // ends after this is forgotten again at the next login.
       this.#pace.forget(instanceId);
       const runner = this.#runners.peek(instanceId);
-      if (runner) {
-        forgetLastRelay(runner);
-        runner.loggedOut = true;
-      }
+      if (runner) afterLogout(runner);
       return;
     }
     if (event.type !== 'connection' || !event.state.connected || !event.state.loggedIn) return;
@@ -249,13 +247,7 @@ export class SendQueue implements EventProjection {
     // it relays is held, so the hand-back leaves it), and the pace and pause are read from the store again (another
     // node may have changed them while it held the instance).
     const runner = this.#runners.peek(instanceId);
-    if (runner) {
-      askHandBack(runner);
-      if (runner.loggedOut) forgetLastRelay(runner);
-      runner.loggedOut = false;
-      // A relay whose outcome was unknown no longer holds the queue: the hand-back gives its job back first.
-      runner.logins += 1;
-    }
+    if (runner) afterLogin(runner);
     this.#pace.forget(instanceId);
     this.wake(instanceId);
   }
@@ -299,6 +291,8 @@ export class SendQueue implements EventProjection {
     await this.#pace.setPacing(instanceId, pacing);
     const runner = this.#runners.peek(instanceId);
     if (runner?.lastRelayAt !== undefined) this.#jobs.paced(runner, pacing, runner.lastRelayAt);
+    // Another cap (or none) may free slots for the sends waiting for one: looked at in the next pass.
+    if (runner) runner.slotCheckAt = 0;
     this.wake(instanceId);
     return this.pacing(instanceId);
   }
@@ -393,7 +387,7 @@ export class SendQueue implements EventProjection {
       runner.again = true;
       return;
     }
-    const work = this.#drain(instanceId, runner).finally(() => this.#inFlight.delete(work));
+    const work = drain(this.#drainContext, instanceId, runner).finally(() => this.#inFlight.delete(work));
     this.#inFlight.add(work);
   }
 
@@ -420,29 +414,14 @@ export class SendQueue implements EventProjection {
     }
   }
 
-  /** A job canceled through the API: a sync request waiting for it is answered with `error`. */
+  /**
+   * A job canceled through the API: a sync request waiting for it is answered with `error`. A send released for a
+   * new-chat slot and canceled before its claim gives its slot to the next one waiting (new-chat-slots.ts).
+   */
   canceled(job: Pick<SendJob, 'instanceId' | 'id'>, error: DomainError): void {
     this.#waiters.settle(job, undefined, error);
-  }
-
-  /** Runs the instance's due jobs one at a time until none is due or something must be waited for. */
-  async #drain(instanceId: string, runner: Runner): Promise<void> {
-    runner.draining = true;
-    try {
-      do {
-        runner.again = false;
-        await drainOnce(this.#drainContext, instanceId, runner);
-      } while (runner.again && !this.#stopping.signal.aborted);
-    } catch (error) {
-      this.#deps.logger.warn(
-        { err: error, instanceId },
-        'the send queue stopped on an error; retrying in 1 s',
-      );
-      askHandBack(runner);
-      this.#runners.schedule(instanceId, 1_000);
-    } finally {
-      runner.draining = false;
-    }
+    const runner = this.#runners.peek(job.instanceId);
+    if (runner && unreleased(runner, job.id)) this.wake(job.instanceId);
   }
 
   /**

@@ -42,6 +42,17 @@ export interface Runner {
   immediate: number;
   /** A drain held its claim back for {@link Runner.immediate} relays: the last one to end wakes the queue. */
   deferred: boolean;
+  /**
+   * When the drain next looks whether the new-chats window has slots for the sends waiting for one (epoch ms;
+   * new-chat-slots.ts `releaseFreedSlots`): 0 at once (a new hold on the instance, a pace change, a released send
+   * claimed or canceled), the time the window frees its next slot, or infinite while nothing could free one.
+   */
+  slotCheckAt: number;
+  /**
+   * The sends waiting for a new-chat slot that this process released and has not claimed yet: each has a slot set
+   * aside, so a look before their claims releases no more than the slots freed (docs/decisions/0013-pacing.md).
+   */
+  slotsReleased: Set<string>;
   /** The pending wake set by {@link Runners.schedule}, if any. */
   timer: NodeJS.Timeout | undefined;
   /** When that wake is due. */
@@ -91,6 +102,43 @@ export function askHandBack(runner: Runner): void {
  */
 export function awaitsLogin(runner: Runner): boolean {
   return runner.unconfirmedAt !== undefined && runner.unconfirmedAt === runner.logins;
+}
+
+/**
+ * A committed login of the instance (a new hold on it: a restart, a failover or a reconnect, queue.ts `afterCommit`):
+ * the `sending` jobs no relay of this process runs are handed back before the next claim ({@link askHandBack}), the
+ * last relay of an account that logged out since is forgotten again, the sends waiting for a new-chat slot are looked
+ * at again from what the store holds (another node may have released or relayed some since), and a relay whose
+ * outcome was unknown no longer holds the queue (the hand-back gives its job back first).
+ */
+export function afterLogin(runner: Runner): void {
+  askHandBack(runner);
+  if (runner.loggedOut) forgetLastRelay(runner);
+  runner.loggedOut = false;
+  runner.slotCheckAt = 0;
+  runner.slotsReleased.clear();
+  runner.logins += 1;
+}
+
+/**
+ * A committed logout of the instance's account (queue.ts `afterCommit`): its last relay is forgotten (the pace counts
+ * from the next account's own), again at the next login in case a relay of it still under way ends after this; the
+ * sends it released for new-chat slots were canceled with the account's pending sends.
+ */
+export function afterLogout(runner: Runner): void {
+  forgetLastRelay(runner);
+  runner.loggedOut = true;
+  runner.slotsReleased.clear();
+}
+
+/**
+ * Job `id` was canceled before its claim: when it was a send released for a new-chat slot, the slot set aside for it
+ * is free again and the window is looked at in the next pass. @returns true then (the caller wakes the queue).
+ */
+export function unreleased(runner: Runner, id: string): boolean {
+  if (!runner.slotsReleased.delete(id)) return false;
+  runner.slotCheckAt = 0;
+  return true;
 }
 
 /**
@@ -169,6 +217,8 @@ export class Runners {
         queued: 0,
         immediate: 0,
         deferred: false,
+        slotCheckAt: 0,
+        slotsReleased: new Set(),
         timer: undefined,
         timerAt: 0,
         nextAllowedAt: 0,
