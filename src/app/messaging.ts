@@ -278,7 +278,7 @@ export class MessagingService {
       return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
     }
     if (sendAt === null) this.#queue.submitted(instance.id);
-    else this.#queue.wake(instance.id);
+    else this.#queue.scheduled(instance.id, sendAt);
     return { id: job.id, status: 'pending', sendAt };
   }
 

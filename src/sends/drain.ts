@@ -12,10 +12,11 @@ import {
   reclaimSendingJobs,
 } from '../store/send-job-claims.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
+import { releaseFreedSlots } from './new-chat-slots.ts';
 import type { PaceKeeper } from './pause.ts';
 import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
 import type { JobRelay } from './relay.ts';
-import { awaitsLogin, type Runner, type Runners } from './runners.ts';
+import { askHandBack, awaitsLogin, type Runner, type Runners } from './runners.ts';
 import { type SendWaiters, settleOwed } from './waiters.ts';
 
 /** What one pass of an instance's drain uses (the send queue's parts, queue.ts `SendQueue`). */
@@ -54,12 +55,35 @@ function yieldToIo(): Promise<void> {
 }
 
 /**
+ * Runs the instance's due jobs ({@link drainOnce}) until none is due or something must be waited for, once more when
+ * something woke the queue during a pass (`Runner.again`), with `Runner.draining` set meanwhile. A pass that failed on
+ * the store's error is logged and tried again in 1 s, handing back first. Never throws.
+ */
+export async function drain(context: DrainContext, instanceId: string, runner: Runner): Promise<void> {
+  runner.draining = true;
+  try {
+    do {
+      runner.again = false;
+      await drainOnce(context, instanceId, runner);
+    } while (runner.again && !context.stopped());
+  } catch (error) {
+    context.logger.warn({ err: error, instanceId }, 'the send queue stopped on an error; retrying in 1 s');
+    askHandBack(runner);
+    context.runners.schedule(instanceId, 1_000);
+  } finally {
+    runner.draining = false;
+  }
+}
+
+/**
  * One pass of an instance's drain (docs/decisions/0009-sends-as-jobs.md, 0013-pacing.md): hands back the `sending`
  * jobs no relay of this process holds when a login committed since the last hand-back ({@link handBack}), then claims
  * and relays the instance's due jobs one at a time in acceptance order, one a turn of the event loop, until none is
  * due, the first waits for its retry, the session is away, the queue stops, or the pace or a pause says to wait (the
- * runner's wake is then set for that time). After a relay whose outcome is unknown it hands back and claims nothing
- * until the next login (runners.ts `awaitsLogin`).
+ * runner's wake is then set for that time). Before a claim it releases the sends waiting for a new-chat slot that
+ * the window has slots for, when one may have freed (new-chat-slots.ts). It claims nothing while a synchronous send
+ * is relayed at once (`Runner.immediate`: its end wakes the queue). After a relay whose outcome is unknown it hands
+ * back and claims nothing until the next login (runners.ts `awaitsLogin`).
  * @throws the store's error (the queue tries again in 1 s, handing back first).
  */
 export async function drainOnce(context: DrainContext, instanceId: string, runner: Runner): Promise<void> {
@@ -105,6 +129,16 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     }
     if (pause !== null) await pace.resume(instanceId);
     if (runner.nextAllowedAt > now) return runners.schedule(instanceId, runner.nextAllowedAt - now);
+    // A synchronous send relayed at once is under way: the jobs due now became due or were accepted after it, and go
+    // once it ended (its end wakes the queue), never beside it (docs/decisions/0013-pacing.md).
+    if (runner.immediate > 0) {
+      runner.deferred = true;
+      return;
+    }
+    // The sends waiting for a new-chat slot are released as the window frees slots, as many as it freed, in their
+    // order (new-chat-slots.ts): looked at when a slot may have freed, not at every pass.
+    if (runner.slotCheckAt <= now)
+      await releaseFreedSlots(db, runners, instanceId, runner, pacing, newChatLock?.until, now);
     const job = await claimNextSendJob(db, instanceId, nodeId, now);
     if (!job) {
       // Nothing due, or the first job waits for its retry in its place and the others behind it: the queue wakes when
@@ -113,8 +147,12 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
       const first = await firstPendingJob(db, instanceId);
       if (first !== undefined)
         runners.schedule(instanceId, Math.max(0, Math.max(first.runAt, first.notBefore) - now));
+      // The next look for freed new-chat slots, which an earlier wake set meanwhile may have taken the place of.
+      if (runner.slotCheckAt !== Number.POSITIVE_INFINITY)
+        runners.schedule(instanceId, Math.max(0, runner.slotCheckAt - now));
       if (!runner.again) {
         runner.idle = first === undefined || first.runAt > now;
+        runner.idleUntil = first === undefined ? Number.POSITIVE_INFINITY : first.runAt;
         runner.queued = 0;
       }
       return;
@@ -122,7 +160,11 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     // Not idle from the claim on, in the step that takes the job off `queued` (Runner.idle).
     runner.queued = Math.max(0, runner.queued - 1);
     runner.idle = false;
-    await jobs.relay(session, job, pacing);
+    // A released send is claimed: its slot is no longer set aside, and the window is looked at again after its relay
+    // (it may have left the slot unused: a chat it no longer opens, a failure, a timelock).
+    const released = runner.slotsReleased.delete(job.id);
+    if (released) runner.slotCheckAt = 0;
+    await jobs.relay(session, job, pacing, released);
   }
 }
 

@@ -5,6 +5,7 @@ import { DomainError, type DomainErrorCode } from '../domain/errors.ts';
 import { extended } from '../domain/objects.ts';
 import type { Database } from '../store/schema.ts';
 import { holdBackSendJob, type SendJobHold } from '../store/send-job-claims.ts';
+import { SLOT_WAIT } from '../store/send-job-slots.ts';
 import { findSendJob, type SendJob } from '../store/send-jobs.ts';
 import { finishJob } from './finish.ts';
 import { loggedOutBeforeRelay } from './logout.ts';
@@ -18,10 +19,11 @@ export const MAX_RETRY_DELAY_MS = 60_000;
 
 /**
  * How a claimed job waits once held back ({@link RelayFailures.holdBack}): until when (epoch ms), in its place in the
- * instance's acceptance order or moved behind, and whether its attempt is given back (src/store/send-job-claims.ts
- * `SendJobHold` says what each means).
+ * instance's acceptance order, moved behind or waiting for a new-chat slot, and whether its attempt is given back
+ * (src/store/send-job-claims.ts `SendJobHold` says what each means); `wakeAt` (epoch ms), when the queue is to look
+ * again if not `until` (a send waiting for a slot: when the window frees the next one).
  */
-export type HoldBack = Pick<SendJobHold, 'until' | 'waits' | 'unrelayed'>;
+export type HoldBack = Pick<SendJobHold, 'until' | 'waits' | 'unrelayed'> & { wakeAt?: number };
 
 /**
  * Whether a relay error is worth another try of an async job (docs/decisions/0009-sends-as-jobs.md): a plain error
@@ -145,10 +147,10 @@ export class RelayFailures {
   }
 
   /**
-   * Puts a claimed job back to `pending` until `hold.until` (epoch ms), in its place or moved behind and with its
-   * attempt given back or not, as `hold` says (a sync job fails instead: its request answers `error`). A job a logout
-   * found being relayed is canceled instead, and its `MessageStatus canceled` reported
-   * (docs/decisions/0074-logout-cancels-pending-sends.md).
+   * Puts a claimed job back to `pending` until `hold.until` (epoch ms), in its place, moved behind or waiting for a
+   * new-chat slot, and with its attempt given back or not, as `hold` says (a sync job fails instead: its request
+   * answers `error`); the queue wakes at `hold.wakeAt`, else at `hold.until`. A job a logout found being relayed is
+   * canceled instead, and its `MessageStatus canceled` reported (docs/decisions/0074-logout-cancels-pending-sends.md).
    * @returns true when the job is `pending` again; false when it was canceled, or no longer this node's (nothing
    *   written: its holder decides).
    */
@@ -161,7 +163,8 @@ export class RelayFailures {
       this.#deps.waiters.settle(job, undefined, loggedOutBeforeRelay());
       return false;
     }
-    if (held === 'pending') this.#deps.schedule(job.instanceId, Math.max(0, hold.until - this.#deps.clock()));
+    if (held === 'pending')
+      this.#deps.schedule(job.instanceId, Math.max(0, (hold.wakeAt ?? hold.until) - this.#deps.clock()));
     return held === 'pending';
   }
 
@@ -188,7 +191,12 @@ export class RelayFailures {
       if (written !== undefined) return written;
       const row = await findSendJob(db, job.instanceId, job.id);
       if (row === undefined || row.lockedBy !== null || row.lastError !== outcome.error) return undefined;
-      const waited = outcome.waits === 'in-place' ? row.notBefore : row.runAt;
+      const waited =
+        outcome.waits === 'in-place'
+          ? row.notBefore
+          : outcome.waits === 'moved'
+            ? row.runAt
+            : row.runAt - SLOT_WAIT;
       if (row.status === 'pending' && waited === outcome.until) return 'pending';
       // Canceled by this write: the logout's mark, and this write's time (another node's hand-back may have canceled
       // it with the same error; it reported the event then).

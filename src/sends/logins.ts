@@ -1,6 +1,6 @@
 import type { EngineEvent } from '../domain/messages.ts';
 import type { PaceKeeper } from './pause.ts';
-import { askHandBack, forgetLastRelay, type Runners } from './runners.ts';
+import { afterLogin, afterLogout, type Runners } from './runners.ts';
 
 /** True when `event` is a login: a connection state that says connected and logged in. */
 export function isLogin(event: EngineEvent): boolean {
@@ -12,18 +12,13 @@ export function isLogin(event: EngineEvent): boolean {
  * 0013-pacing.md). A login is a new hold on the instance (after a restart, a failover or a reconnect): `sending`
  * jobs no relay of this process is running are handed back before the next claim, also by a drain already running
  * (the job it relays is held, so the hand-back leaves it); a relay whose outcome was unknown no longer holds the
- * queue (the hand-back gives its job back first); the last relay is forgotten when a logout came since; and the pace
- * and pause are read from the store again (another node may have changed them while it held the instance). The
+ * queue (the hand-back gives its job back first); the last relay is forgotten when a logout came since; the sends
+ * waiting for a new-chat slot are looked at again (runners.ts `afterLogin`); and the pace and pause are read from the store again (another node may have changed them while it held the instance). The
  * caller wakes the queue.
  */
 export function loggedIn(runners: Runners, pace: PaceKeeper, instanceId: string): void {
   const runner = runners.peek(instanceId);
-  if (runner) {
-    askHandBack(runner);
-    if (runner.loggedOut) forgetLastRelay(runner);
-    runner.loggedOut = false;
-    runner.logins += 1;
-  }
+  if (runner) afterLogin(runner);
   pace.forget(instanceId);
 }
 
@@ -36,8 +31,5 @@ export function loggedIn(runners: Runners, pace: PaceKeeper, instanceId: string)
 export function loggedOut(runners: Runners, pace: PaceKeeper, instanceId: string): void {
   pace.forget(instanceId);
   const runner = runners.peek(instanceId);
-  if (runner) {
-    forgetLastRelay(runner);
-    runner.loggedOut = true;
-  }
+  if (runner) afterLogout(runner);
 }

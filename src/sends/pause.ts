@@ -60,6 +60,12 @@ export class PaceKeeper {
   readonly #deps: PaceKeeperDeps;
   readonly #pacing = new Map<string, StoredPacing>();
   /**
+   * How many times each instance's cached pace was dropped ({@link drop}): a read begun before a drop (a write or a
+   * new hold since) answers what it read but does not keep it, so the cache never holds a pace older than the last
+   * one stored (docs/decisions/0013-pacing.md).
+   */
+  readonly #drops = new Map<string, number>();
+  /**
    * Instances whose new-chats cap this process set where none was: the chats their relays opened before it are
    * flagged once more at the first check under the cap ({@link newChatCheck}), so a relay that was under way when the
    * cap was set counts too.
@@ -75,9 +81,16 @@ export class PaceKeeper {
   async pacing(instanceId: string): Promise<StoredPacing> {
     const cached = this.#pacing.get(instanceId);
     if (cached) return cached;
+    const drops = this.#drops.get(instanceId);
     const stored = await readPacing(this.#deps.db, instanceId);
-    this.#pacing.set(instanceId, stored);
+    if (this.#drops.get(instanceId) === drops) this.#pacing.set(instanceId, stored);
     return stored;
+  }
+
+  /** Drops the instance's cached pace, and what a read under way would keep ({@link pacing}). */
+  #drop(instanceId: string): void {
+    this.#pacing.delete(instanceId);
+    this.#drops.set(instanceId, (this.#drops.get(instanceId) ?? 0) + 1);
   }
 
   /**
@@ -87,7 +100,7 @@ export class PaceKeeper {
    * before each read by a process holding no session of the instance (queue.ts `SendQueue.pacing`).
    */
   forget(instanceId: string): void {
-    this.#pacing.delete(instanceId);
+    this.#drop(instanceId);
   }
 
   /**
@@ -102,7 +115,7 @@ export class PaceKeeper {
       pacing.newChatsPerDay !== null && (await this.pacing(instanceId)).pacing.newChatsPerDay === null;
     if (capped) await markNewChatsSince(db, instanceId, clock() - DAY_MS);
     await writePacing(db, instanceId, pacing, clock());
-    this.#pacing.delete(instanceId);
+    this.#drop(instanceId);
     if (capped) this.#recount.add(instanceId);
     else if (pacing.newChatsPerDay === null) this.#recount.delete(instanceId);
   }
@@ -128,7 +141,7 @@ export class PaceKeeper {
       const ended = await endNewChatLock(db, instanceId, now);
       return { result: ended, reports: ended ? [resumed] : [] };
     });
-    this.#pacing.delete(instanceId);
+    this.#drop(instanceId);
     return undefined;
   }
 
@@ -150,7 +163,7 @@ export class PaceKeeper {
       const written = await writeNewChatLock(db, instanceId, lock, now);
       return { result: written, reports: written ? [paused] : [] };
     });
-    this.#pacing.delete(instanceId);
+    this.#drop(instanceId);
   }
 
   /**
@@ -171,7 +184,7 @@ export class PaceKeeper {
       const written = await writePause(db, instanceId, pause, now);
       return { result: written, reports: written ? [paused] : [] };
     });
-    this.#pacing.delete(instanceId);
+    this.#drop(instanceId);
     if (!changed) return;
     this.#deps.logger.warn(
       { instanceId, reason: pause.reason, until: new Date(pause.until).toISOString() },
@@ -191,7 +204,7 @@ export class PaceKeeper {
       const written = await writePause(db, instanceId, null, now);
       return { result: written, reports: written ? [resumed] : [] };
     });
-    this.#pacing.delete(instanceId);
+    this.#drop(instanceId);
     if (changed) this.#deps.logger.info({ instanceId }, 'the send queue resumes');
   }
 
@@ -199,13 +212,14 @@ export class PaceKeeper {
    * Whether relaying `job` opens a chat (a direct chat without history: docs/decisions/0013-pacing.md counts these per
    * day) and, when the pace or the reach-out timelock holds it back, the `rate_limited` error and the time (epoch ms)
    * it may run again: the timelock's end, or the first instant the rolling day no longer counts the oldest relay
-   * that opened a chat ({@link newChatSlotFreesAt}). Only asks the store when a new-chats pace or a timelock is in
-   * force; the count covers chats opened before the cap was set ({@link setPacing}). @throws the store's error.
+   * that opened a chat ({@link newChatSlotFreesAt}; `forSlot` true: it waits for a slot of the cap). Only asks the
+   * store when a new-chats pace or a timelock is in force; the count covers chats opened before the cap was set
+   * ({@link setPacing}). @throws the store's error.
    */
   async newChatCheck(
     job: SendJob,
     pacing: PacingSettings,
-  ): Promise<{ opensChat: boolean; hold?: { error: DomainError; until: number } }> {
+  ): Promise<{ opensChat: boolean; hold?: { error: DomainError; until: number; forSlot: boolean } }> {
     const { db, clock } = this.#deps;
     // A group or a status (docs/decisions/0044-status-stories.md) never opens a chat.
     const isGroup = job.chat.endsWith(`@${GROUP_DOMAIN}`) || job.chat === STATUS_BROADCAST;
@@ -219,7 +233,7 @@ export class PaceKeeper {
         retryAfter: Math.max(1, Math.ceil((lock.until - clock()) / 1000)),
         restriction: 'reach-out-timelock',
       });
-      return { opensChat, hold: { error, until: lock.until } };
+      return { opensChat, hold: { error, until: lock.until, forSlot: false } };
     }
     if (opensChat && pacing.newChatsPerDay !== null) {
       const since = clock() - DAY_MS;
@@ -234,7 +248,7 @@ export class PaceKeeper {
           `the instance's pace allows ${pacing.newChatsPerDay} new chats per day; the next may open at ${new Date(frees).toISOString()}`,
           { retryAfter: Math.max(1, Math.ceil((frees - clock()) / 1000)) },
         );
-        return { opensChat, hold: { error, until: frees } };
+        return { opensChat, hold: { error, until: frees, forSlot: true } };
       }
     }
     return { opensChat };

@@ -12,7 +12,7 @@ import type { Database } from '../store/schema.ts';
 import { countDueSendJobs } from '../store/send-job-claims.ts';
 import type { LateFailure, NewSendJob, SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
-import { type DrainContext, drainOnce } from './drain.ts';
+import { type DrainContext, drain } from './drain.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { isLogin, loggedIn, loggedOut } from './logins.ts';
@@ -20,7 +20,7 @@ import { endAccountOnLogout, loggedOutBeforeRelay } from './logout.ts';
 import { PaceKeeper } from './pause.ts';
 import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
-import { askHandBack, type Runner, Runners } from './runners.ts';
+import { askHandBack, type Runner, Runners, unreleased } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import { DueSweep } from './sweep.ts';
 import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
@@ -165,6 +165,7 @@ export class SendQueue implements EventProjection {
     };
     this.#syncContext = {
       nodeId: deps.nodeId,
+      clock: deps.clock,
       runners: this.#runners,
       deadlines: this.#deadlines,
       waiters: this.#waiters,
@@ -174,6 +175,7 @@ export class SendQueue implements EventProjection {
       pause: (instanceId) => this.pause(instanceId),
       store: (job, late) => this.store(job, late),
       waitFor: (job, signal) => this.waitFor(job, signal),
+      wake: (instanceId) => this.wake(instanceId),
     };
   }
 
@@ -293,6 +295,8 @@ export class SendQueue implements EventProjection {
     await this.#pace.setPacing(instanceId, pacing);
     const runner = this.#runners.peek(instanceId);
     if (runner?.lastRelayAt !== undefined) this.#jobs.paced(runner, pacing, runner.lastRelayAt);
+    // Another cap (or none) may free slots for the sends waiting for one: looked at in the next pass.
+    if (runner) runner.slotCheckAt = 0;
     this.wake(instanceId);
     return this.pacing(instanceId);
   }
@@ -368,6 +372,17 @@ export class SendQueue implements EventProjection {
     this.wake(instanceId);
   }
 
+  /**
+   * A scheduled job due at `runAt` (epoch ms) was stored for the queue of `instanceId`: from then on synchronous sends
+   * wait behind it (runners.ts `Runner.idleUntil`), even before the queue's wake for it has run; wakes the queue, which
+   * sets that wake.
+   */
+  scheduled(instanceId: string, runAt: number): void {
+    const runner = this.#runners.get(instanceId);
+    runner.idleUntil = Math.min(runner.idleUntil, runAt);
+    this.wake(instanceId);
+  }
+
   /** Tells the queue of `instanceId` that it may have work (a new job, a login, a pace change). */
   wake(instanceId: string): void {
     if (this.#stopping.signal.aborted) return;
@@ -376,7 +391,7 @@ export class SendQueue implements EventProjection {
       runner.again = true;
       return;
     }
-    const work = this.#drain(instanceId, runner).finally(() => this.#inFlight.delete(work));
+    const work = drain(this.#drainContext, instanceId, runner).finally(() => this.#inFlight.delete(work));
     this.#inFlight.add(work);
   }
 
@@ -403,29 +418,14 @@ export class SendQueue implements EventProjection {
     }
   }
 
-  /** A job canceled through the API: a sync request waiting for it is answered with `error`. */
+  /**
+   * A job canceled through the API: a sync request waiting for it is answered with `error`. A send released for a
+   * new-chat slot and canceled before its claim gives its slot to the next one waiting (new-chat-slots.ts).
+   */
   canceled(job: Pick<SendJob, 'instanceId' | 'id'>, error: DomainError): void {
     this.#waiters.settle(job, undefined, error);
-  }
-
-  /** Runs the instance's due jobs one at a time until none is due or something must be waited for. */
-  async #drain(instanceId: string, runner: Runner): Promise<void> {
-    runner.draining = true;
-    try {
-      do {
-        runner.again = false;
-        await drainOnce(this.#drainContext, instanceId, runner);
-      } while (runner.again && !this.#stopping.signal.aborted);
-    } catch (error) {
-      this.#deps.logger.warn(
-        { err: error, instanceId },
-        'the send queue stopped on an error; retrying in 1 s',
-      );
-      askHandBack(runner);
-      this.#runners.schedule(instanceId, 1_000);
-    } finally {
-      runner.draining = false;
-    }
+    const runner = this.#runners.peek(job.instanceId);
+    if (runner && unreleased(runner, job.id)) this.wake(job.instanceId);
   }
 
   /**

@@ -70,15 +70,17 @@ export class JobRelay {
 
   /**
    * Relays `job` (claimed by this node) through `session` under `pacing` and stores its outcome, waiting out a store
-   * that cannot be reached (`untilStored`) so the outcome is stored before the waiting request hears it.
+   * that cannot be reached (`untilStored`) so the outcome is stored before the waiting request hears it. `released`:
+   * the job waited for a new-chat slot and this process released it (new-chat-slots.ts); held for a slot again, it
+   * keeps its place among the sends waiting for one.
    * Never throws for the job's own failure (it is held back or failed); throws the store's error when the store
    * fails otherwise, or is still away when the queue stops (the job stays `sending` for the instance's next holder).
    */
-  async relay(session: EngineSession, job: SendJob, pacing: PacingSettings): Promise<void> {
+  async relay(session: EngineSession, job: SendJob, pacing: PacingSettings, released = false): Promise<void> {
     const runner = this.#deps.runners.get(job.instanceId);
     runner.relaying.hold(job.id);
     try {
-      await this.#relayHeld(session, job, pacing, runner);
+      await this.#relayHeld(session, job, pacing, runner, released);
     } finally {
       runner.relaying.release(job.id);
     }
@@ -89,6 +91,7 @@ export class JobRelay {
     job: SendJob,
     pacing: PacingSettings,
     runner: Runner,
+    released: boolean,
   ): Promise<void> {
     // The logins counted when the relay began: one committed while it ran does not leave the queue waiting.
     const logins = runner.logins;
@@ -97,10 +100,20 @@ export class JobRelay {
     if (check.hold) {
       // Never relayed: its attempt is given back, so a send waiting days for a slot keeps its tries for its relays;
       // it moves behind, and sends to known chats go on (docs/decisions/0013-pacing.md).
-      await failures.holdBack(job, check.hold.error, {
-        until: check.hold.until,
-        waits: 'moved',
+      const { error, until, forSlot } = check.hold;
+      if (!forSlot) {
+        await failures.holdBack(job, error, { until, waits: 'moved', unrelayed: true });
+        return;
+      }
+      // Past the new-chats cap: it waits among the sends waiting for a slot, which the queue releases as the window
+      // frees slots (new-chat-slots.ts). First held, it takes its place behind them, at the time the next slot frees;
+      // one held again (released, then a send before it took the slot) keeps the place it had.
+      runner.slotCheckAt = Math.min(runner.slotCheckAt, until);
+      await failures.holdBack(job, error, {
+        until: released ? job.runAt : until,
+        waits: 'for-slot',
         unrelayed: true,
+        wakeAt: until,
       });
       return;
     }

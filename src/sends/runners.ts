@@ -25,8 +25,34 @@ export interface Runner {
    * (docs/decisions/0013-pacing.md).
    */
   idle: boolean;
+  /**
+   * When {@link Runner.idle} ends by itself (epoch ms): the `run_at` of the instance's first pending job, a scheduled
+   * send or one moved behind, as the last drain read it or an acceptance here told it (queue.ts `SendQueue.scheduled`);
+   * infinite when none waits. From then that job is due, and a synchronous send accepted after it waits behind it even
+   * before the queue's wake for it has run (sync-relay.ts).
+   */
+  idleUntil: number;
   /** Jobs submitted for the queue (due now) and not yet claimed, as this process knows them. */
   queued: number;
+  /**
+   * Synchronous sends this process decided to relay at once (sync-relay.ts), from that decision until their relay
+   * ended or they were left to the queue: the drain claims nothing meanwhile, so no job that became due or was accepted
+   * after them goes out beside them and perhaps first (docs/decisions/0013-pacing.md).
+   */
+  immediate: number;
+  /** A drain held its claim back for {@link Runner.immediate} relays: the last one to end wakes the queue. */
+  deferred: boolean;
+  /**
+   * When the drain next looks whether the new-chats window has slots for the sends waiting for one (epoch ms;
+   * new-chat-slots.ts `releaseFreedSlots`): 0 at once (a new hold on the instance, a pace change, a released send
+   * claimed or canceled), the time the window frees its next slot, or infinite while nothing could free one.
+   */
+  slotCheckAt: number;
+  /**
+   * The sends waiting for a new-chat slot that this process released and has not claimed yet: each has a slot set
+   * aside, so a look before their claims releases no more than the slots freed (docs/decisions/0013-pacing.md).
+   */
+  slotsReleased: Set<string>;
   /** The pending wake set by {@link Runners.schedule}, if any. */
   timer: NodeJS.Timeout | undefined;
   /** When that wake is due. */
@@ -76,6 +102,55 @@ export function askHandBack(runner: Runner): void {
  */
 export function awaitsLogin(runner: Runner): boolean {
   return runner.unconfirmedAt !== undefined && runner.unconfirmedAt === runner.logins;
+}
+
+/**
+ * A committed login of the instance (a new hold on it: a restart, a failover or a reconnect, queue.ts `afterCommit`):
+ * the `sending` jobs no relay of this process runs are handed back before the next claim ({@link askHandBack}), the
+ * last relay of an account that logged out since is forgotten again, the sends waiting for a new-chat slot are looked
+ * at again from what the store holds (another node may have released or relayed some since), and a relay whose
+ * outcome was unknown no longer holds the queue (the hand-back gives its job back first).
+ */
+export function afterLogin(runner: Runner): void {
+  askHandBack(runner);
+  if (runner.loggedOut) forgetLastRelay(runner);
+  runner.loggedOut = false;
+  runner.slotCheckAt = 0;
+  runner.slotsReleased.clear();
+  runner.logins += 1;
+}
+
+/**
+ * A committed logout of the instance's account (queue.ts `afterCommit`): its last relay is forgotten (the pace counts
+ * from the next account's own), again at the next login in case a relay of it still under way ends after this; the
+ * sends it released for new-chat slots were canceled with the account's pending sends.
+ */
+export function afterLogout(runner: Runner): void {
+  forgetLastRelay(runner);
+  runner.loggedOut = true;
+  runner.slotsReleased.clear();
+}
+
+/**
+ * Job `id` was canceled before its claim: when it was a send released for a new-chat slot, the slot set aside for it
+ * is free again and the window is looked at in the next pass. @returns true then (the caller wakes the queue).
+ */
+export function unreleased(runner: Runner, id: string): boolean {
+  if (!runner.slotsReleased.delete(id)) return false;
+  runner.slotCheckAt = 0;
+  return true;
+}
+
+/**
+ * Ends one of the instance's immediate synchronous relays ({@link Runner.immediate}): its relay ended, or the send was
+ * left to the queue after all. @returns true when it was the last one and a drain held its claim back for them: the
+ * caller wakes the queue.
+ */
+export function endImmediate(runner: Runner): boolean {
+  runner.immediate = Math.max(0, runner.immediate - 1);
+  if (runner.immediate > 0 || !runner.deferred) return false;
+  runner.deferred = false;
+  return true;
 }
 
 /**
@@ -138,7 +213,12 @@ export class Runners {
         reclaimed: false,
         handBacksAsked: 0,
         idle: false,
+        idleUntil: Number.POSITIVE_INFINITY,
         queued: 0,
+        immediate: 0,
+        deferred: false,
+        slotCheckAt: 0,
+        slotsReleased: new Set(),
         timer: undefined,
         timerAt: 0,
         nextAllowedAt: 0,

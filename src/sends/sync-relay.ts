@@ -1,3 +1,4 @@
+import type { Clock } from '../domain/clock.ts';
 import type { SentMessage } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import type { SendPause } from '../domain/sends.ts';
@@ -6,7 +7,7 @@ import type { EngineSession } from '../engines/engine.ts';
 import { claimedSendJob, type LateFailure, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import type { JobRelay } from './relay.ts';
-import { awaitsLogin, type Runner, type Runners } from './runners.ts';
+import { awaitsLogin, endImmediate, type Runner, type Runners } from './runners.ts';
 import type { SyncDeadlines } from './sync-deadline.ts';
 import type { SendWaiters } from './waiters.ts';
 
@@ -14,6 +15,7 @@ import type { SendWaiters } from './waiters.ts';
 export interface SyncRelayContext {
   /** This node's id: the `locked_by` of a job stored already claimed. */
   nodeId: string;
+  clock: Clock;
   runners: Runners;
   deadlines: SyncDeadlines;
   waiters: SendWaiters;
@@ -28,6 +30,8 @@ export interface SyncRelayContext {
   store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed'>;
   /** The wait for a job left to the queue (queue.ts `SendQueue.waitFor`). */
   waitFor(job: Pick<SendJob, 'instanceId' | 'id'>, signal?: WaitSignal): Promise<SentMessage>;
+  /** Wakes the instance's queue (queue.ts `SendQueue.wake`). */
+  wake(instanceId: string): void;
 }
 
 /**
@@ -35,10 +39,12 @@ export interface SyncRelayContext {
  * drained once since this process took the instance, handed back the `sending` jobs since the last login, does not
  * wait for a login after a relay whose outcome is unknown (runners.ts `awaitsLogin`), has
  * claimed no job since its last drain left nothing due (`Runner.idle`: no job of its being relayed, none waiting
- * for its retry, docs/decisions/0009-sends-as-jobs.md: the send would pass it), no job submitted since is waiting to
- * be claimed, and no pace is set (a pause does not hold synchronous sends: queued ones wait for its end). The queue's
- * state is this process's memory, no statement of its own (docs/decisions/0013-pacing.md: a send never overtakes one
- * accepted before it).
+ * for its retry, docs/decisions/0009-sends-as-jobs.md: the send would pass it), no job has become due since (a
+ * scheduled send whose time came before the queue's wake for it ran, `Runner.idleUntil`), no job submitted since is
+ * waiting to be claimed, and no pace is set (a pause does not hold synchronous sends: queued ones wait for its end).
+ * The queue's state is this process's memory, no statement of its own (docs/decisions/0013-pacing.md: a send never
+ * overtakes one accepted before it). When true, the send is counted among the runner's immediate relays in the same
+ * step (`Runner.immediate`: the drain claims nothing until they end), and the caller must end it ({@link endNow}).
  * @throws the store's error reading the pace or the pause.
  */
 async function canRelayNow(context: SyncRelayContext, instanceId: string, runner: Runner): Promise<boolean> {
@@ -47,10 +53,17 @@ async function canRelayNow(context: SyncRelayContext, instanceId: string, runner
   const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
   if (paced) return false;
   // Read after the pace: the drain may have started meanwhile.
-  if (runner.idle && runner.queued === 0) return true;
+  let now = runner.idle && runner.queued === 0 && context.clock() < runner.idleUntil;
   // While a restriction pauses the queue, queued sends wait; a synchronous one is relayed and gets the
   // platform's own answer (docs/decisions/0013-pacing.md).
-  return (await context.pause(instanceId)) !== null;
+  if (!now) now = (await context.pause(instanceId)) !== null;
+  if (now) runner.immediate += 1;
+  return now;
+}
+
+/** Ends an immediate relay counted by {@link canRelayNow}, waking the queue when a drain waited for it. */
+function endNow(context: SyncRelayContext, instanceId: string, runner: Runner): void {
+  if (endImmediate(runner)) context.wake(instanceId);
 }
 
 /**
@@ -102,19 +115,22 @@ export async function storeSync(
     }
     if (!now || !ours || runner === undefined) {
       runner?.relaying.release(job.id);
+      if (now && runner !== undefined) endNow(context, job.instanceId, runner);
       return queued(ours);
     }
     const held = claimedSendJob(claimed);
     return () => relayNow(context, session, held, runner, signal);
   } catch (error) {
     runner?.relaying.release(job.id);
+    if (now && runner !== undefined) endNow(context, job.instanceId, runner);
     throw error;
   }
 }
 
 /**
- * Relays `job` (stored already claimed by this node, held in `runner` by {@link storeSync}) at once through
- * `session`, gives back that hold, and resolves with the result.
+ * Relays `job` (stored already claimed by this node, held in `runner` by {@link storeSync}, counted among its
+ * immediate relays) at once through `session`, gives back that hold and ends that count (waking the queue when a
+ * drain waited for it), and resolves with the result.
  * @throws the relay's error after the job was marked failed.
  */
 async function relayNow(
@@ -138,6 +154,7 @@ async function relayNow(
     // The relay ended: a job it left to another holder (failures.ts) is no longer held here, so a later login
     // hands it back if that holder died.
     runner.relaying.release(job.id);
+    endNow(context, job.instanceId, runner);
   }
   return done;
 }

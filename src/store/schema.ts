@@ -252,7 +252,9 @@ export interface SendJobsTable {
   status: string;
   /**
    * When the job may first go, and with `seq` its place in the instance's acceptance order: its `sendAt`, else its
-   * acceptance; a hold of the new-chats pace or the reach-out timelock moves it (docs/decisions/0013-pacing.md).
+   * acceptance; a hold of the new-chats pace or the reach-out timelock moves it (docs/decisions/0013-pacing.md). A job
+   * waiting for a new-chat slot has `SLOT_WAIT` (2^50) added until a freed slot releases it
+   * (src/store/send-job-slots.ts).
    */
   run_at: number;
   /** The `sendAt` asked for, when the send was scheduled. */

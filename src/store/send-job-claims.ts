@@ -3,6 +3,7 @@ import { extended } from '../domain/objects.ts';
 import type { SendJobStatus, SendMode } from '../domain/sends.ts';
 import { compiledStatement } from './compiled.ts';
 import type { Database, SendJobsTable } from './schema.ts';
+import { SLOT_WAIT } from './send-job-slots.ts';
 import { type SendJob, toJob } from './send-jobs.ts';
 
 /**
@@ -121,7 +122,9 @@ export async function countDueSendJobs(
 /**
  * The instance's first pending job in acceptance order (by `run_at`, then `seq`), or undefined when none is pending:
  * its `runAt` and its `notBefore` (epoch ms). The next claim can take a job at the later of the two and no sooner
- * ({@link claimNextSendJob}): every other pending job comes after this one. Reads `send_jobs_due` in its order.
+ * ({@link claimNextSendJob}): every other pending job comes after this one. Jobs waiting for a new-chat slot are not
+ * looked at (src/store/send-job-slots.ts: no time makes them due, a freed slot releases them). Reads `send_jobs_due`
+ * in its order.
  */
 export async function firstPendingJob(
   db: Kysely<Database>,
@@ -132,6 +135,7 @@ export async function firstPendingJob(
     .select(['run_at', 'not_before'])
     .where('instance_id', '=', instanceId)
     .where('status', '=', PENDING)
+    .where('run_at', '<', SLOT_WAIT)
     .orderBy('run_at')
     .orderBy('seq')
     .limit(1)
@@ -266,9 +270,12 @@ export interface SendJobHold {
    * `in-place`: the job keeps its place in acceptance order (`run_at`) and waits there until `until` (`not_before`),
    * the instance's later jobs behind it: a failed relay tried again (a dropped connection, the platform's
    * rate-overlimit). `moved`: its `run_at` moves to `until`, so the instance's later jobs go on meanwhile: a send that
-   * opens a chat, held by the new-chats-per-day pace or the reach-out timelock, while sends to known chats go on.
+   * opens a chat held by the reach-out timelock, while sends to known chats go on. `for-slot`: moved the same way,
+   * to wait for a new-chat slot of the new-chats-per-day pace at place `until` among the sends waiting for one, out
+   * of the due range until a freed slot releases it (`run_at` = `until` + {@link SLOT_WAIT},
+   * src/store/send-job-slots.ts).
    */
-  waits: 'in-place' | 'moved';
+  waits: 'in-place' | 'moved' | 'for-slot';
   /**
    * True when the job did not reach the platform in this claim (held by the pace or a timelock in force before its
    * relay): the attempt its claim counted is given back, so `attempts` counts relays only. False after a relay.
@@ -288,7 +295,12 @@ export async function holdBackSendJob(
   nodeId: string,
   hold: SendJobHold,
 ): Promise<'pending' | 'canceled' | undefined> {
-  const wait = hold.waits === 'in-place' ? { not_before: hold.until } : { run_at: hold.until };
+  const wait =
+    hold.waits === 'in-place'
+      ? { not_before: hold.until }
+      : hold.waits === 'moved'
+        ? { run_at: hold.until }
+        : { run_at: hold.until + SLOT_WAIT };
   const set = extended(wait, {
     locked_by: null,
     locked_at: null,

@@ -26,7 +26,8 @@ export interface SendJob {
   /**
    * When the job may first go (epoch ms), and with `seq` its place in the instance's acceptance order: its `sendAt`,
    * else its acceptance; moved by a hold of the new-chats pace or the reach-out timelock
-   * (docs/decisions/0013-pacing.md).
+   * (docs/decisions/0013-pacing.md). A job waiting for a new-chat slot has `SLOT_WAIT` added
+   * (src/store/send-job-slots.ts): no time makes it due until a freed slot releases it.
    */
   runAt: number;
   /**

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DomainError } from '../../src/domain/errors.ts';
+import { SLOT_WAIT } from '../../src/store/send-job-slots.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
@@ -289,8 +290,8 @@ for (const dialect of testDialects()) {
       assert.equal(held.status, 'pending');
       assert.equal(
         Number(held.run_at),
-        T0 + 86_400_000 + 1,
-        'due when the day window frees a slot: the first instant it no longer counts the first send',
+        SLOT_WAIT + T0 + 86_400_000 + 1,
+        'waits for a slot, its place the first instant the day window no longer counts the first send',
       );
       assert.match(held.last_error ?? '', /2 new chats per day/);
       const sync = await t.call('POST', '/v1/messages/send', { phone: '5511977770003', body: 'new 3' });

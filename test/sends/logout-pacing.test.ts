@@ -15,6 +15,7 @@ import { DomainError } from '../../src/domain/errors.ts';
 import type { EngineEvent } from '../../src/domain/messages.ts';
 import type { PacingSettings } from '../../src/domain/sends.ts';
 import type { SendQueue, SendStatusReport } from '../../src/sends/queue.ts';
+import { SLOT_WAIT } from '../../src/store/send-job-slots.ts';
 import { insertSendJob } from '../../src/store/send-jobs.ts';
 import { countNewChatsSince, readPacing, writeNewChatLock, writePause } from '../../src/store/send-pacing.ts';
 import { appFor, OWN, PEER } from '../messages/support.ts';
@@ -200,7 +201,8 @@ for (const dialect of testDialects()) {
       await s.add('3EB0LP0CAP000000000003', newChat(3));
       await eventually(
         'the next account held by its own cap',
-        async () => Number((await s.row('3EB0LP0CAP000000000003')).run_at) === firstOfNext + DAY + 1,
+        async () =>
+          Number((await s.row('3EB0LP0CAP000000000003')).run_at) === SLOT_WAIT + firstOfNext + DAY + 1,
       );
       assert.equal((await s.row('3EB0LP0CAP000000000003')).status, 'pending');
     });

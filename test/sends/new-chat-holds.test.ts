@@ -4,13 +4,15 @@
  * by such a hold), and is held until the rolling day really frees a slot: 1 ms after the oldest counted relay + 24 h,
  * when the window no longer counts it (docs/decisions/0013-pacing.md). Before, every freed slot claimed and held
  * every waiting send once more, each claim spending an attempt, so a backlog used up its tries before its first
- * relay, and a send held to the oldest relay + 24 h was claimed at that instant and held again to the same time.
+ * relay, and a send held to the oldest relay + 24 h was claimed at that instant and held again to the same time. A
+ * freed slot now releases only the next waiting send (test/sends/new-chat-slots.test.ts).
  * Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { SendQueue } from '../../src/sends/queue.ts';
+import { SLOT_WAIT } from '../../src/store/send-job-slots.ts';
 import { insertSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
@@ -89,19 +91,20 @@ for (const dialect of testDialects()) {
         assert.equal((await row(sending)).attempts, 1, 'one relay, one attempt');
         const frees = opened + DAY + 1;
         for (const waiting of ids.slice(day + 1)) {
-          const held = await eventually(`${waiting} held again`, async () => {
+          const held = await eventually(`${waiting} held`, async () => {
             const stored = await row(waiting);
-            const again =
-              stored.lockedBy === null && stored.lastError !== null && stored.updatedAt === opened;
-            return again && stored;
+            return stored.lockedBy === null && stored.lastError !== null && stored;
           });
           assert.equal(held.status, 'pending');
           assert.match(held.lastError ?? '', /1 new chats per day/);
           assert.equal(held.attempts, 0, `${waiting} held before its relay keeps its attempts`);
+          // Held once, at its first claim, to wait for a slot in the order of its hold: a freed slot releases the
+          // next one only (test/sends/new-chat-slots.test.ts), so the others are not claimed again meanwhile.
+          assert.equal(held.updatedAt, T0, `${waiting} not claimed again`);
           assert.equal(
             held.runAt,
-            frees,
-            'held until the first instant the window no longer counts the oldest',
+            SLOT_WAIT + T0 + DAY + 1,
+            'its place: the first instant the window no longer counted the oldest relay when it was held',
           );
         }
         // Held until 1 ms past the oldest relay + 24 h: at that instant the window no longer counts it, and the

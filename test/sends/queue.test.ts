@@ -168,8 +168,11 @@ for (const dialect of testDialects()) {
       const outcome = wait();
       await eventually('the relay under way', () => gate?.started);
       await assert.rejects(queue.storeSync(session, syncJob('3EB0DDDDDDDDDDDDDDDDDD')), 'the id is taken');
+      // A job a dead node left `sending`, which a hand-back gives back.
+      await addJob('3EB0FFFFFFFFFFFFFFFFFF', 'sending');
       // A login commits meanwhile (a reconnect): the queue hands back the `sending` jobs it holds no relay of, then
-      // relays what is due (a queued job stored after it).
+      // relays what is due (that job, and a queued job stored after it) once the synchronous send's relay ended
+      // (docs/decisions/0013-pacing.md: nothing goes out beside it).
       queue.afterCommit(t.instance.id, {
         type: 'connection',
         state: { connected: true, loggedIn: true, jid: null, phone: null, pushName: null },
@@ -177,8 +180,8 @@ for (const dialect of testDialects()) {
       await addJob('3EB0EEEEEEEEEEEEEEEEEE');
       queue.wake(t.instance.id);
       await eventually(
-        'the queued job relayed after the hand-back',
-        async () => (await status('3EB0EEEEEEEEEEEEEEEEEE')).status === 'sent',
+        'the hand-back',
+        async () => (await status('3EB0FFFFFFFFFFFFFFFFFF')).status === 'pending',
       );
       const held = await status('3EB0DDDDDDDDDDDDDDDDDD');
       assert.deepEqual(
@@ -188,10 +191,15 @@ for (const dialect of testDialects()) {
       );
       release();
       assert.equal((await outcome).id, '3EB0DDDDDDDDDDDDDDDDDD');
+      await eventually(
+        'the queued job relayed after the hand-back',
+        async () => (await status('3EB0EEEEEEEEEEEEEEEEEE')).status === 'sent',
+      );
+      const ids = ['3EB0DDDDDDDDDDDDDDDDDD', '3EB0FFFFFFFFFFFFFFFFFF', '3EB0EEEEEEEEEEEEEEEEEE'];
       assert.deepEqual(
-        relayed.filter((id) => id === '3EB0DDDDDDDDDDDDDDDDDD' || id === '3EB0EEEEEEEEEEEEEEEEEE'),
-        ['3EB0EEEEEEEEEEEEEEEEEE', '3EB0DDDDDDDDDDDDDDDDDD'],
-        'the held job relayed once, by its own request',
+        relayed.filter((id) => ids.includes(id)),
+        ids,
+        'the held job relayed once, by its own request, and first',
       );
       const sent = await status('3EB0DDDDDDDDDDDDDDDDDD');
       assert.deepEqual([sent.status, sent.attempts], ['sent', 1]);

@@ -9,6 +9,7 @@ import {
   reclaimSendingJobs,
 } from '../../src/store/send-job-claims.ts';
 import { markSendJobsSent } from '../../src/store/send-job-marks.ts';
+import { releaseSlotWaiters, SLOT_WAIT } from '../../src/store/send-job-slots.ts';
 import { insertSendJobs, type NewSendJob } from '../../src/store/send-jobs.ts';
 import { countNewChatsSince, oldestNewChatSince } from '../../src/store/send-pacing.ts';
 import { openTracedStore, planOf, type TracedStore } from '../support/plans.ts';
@@ -60,6 +61,42 @@ for (const dialect of testDialects()) {
       assert.match(text, /'sending'/);
       const plan = await planOf(testStore.store.db, dialect, text);
       assert.match(plan, /send_jobs_due/, plan);
+    });
+
+    it('the release of the sends waiting for a new-chat slot reads only what it releases', async () => {
+      const db = traced.store.db;
+      const org = await adminCreateOrg(db, { name: 'slots', plan: 'pro' });
+      const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: 's' });
+      const waiting: NewSendJob = {
+        instanceId: instance.id,
+        id: '3EB0SLOTPLAN0000000001',
+        seq: 1,
+        chat: '15550001111@s.whatsapp.net',
+        kind: 'text',
+        payload: '{"body":"hi"}',
+        mode: 'async',
+        runAt: SLOT_WAIT + 5,
+        sendAt: null,
+        maxAttempts: 25,
+        now: 5,
+      };
+      await insertSendJobs(db, [waiting]);
+      // With a limit: the first waiting sends through send_jobs_due, then their release by their keys.
+      const [first, release, ...more] = await traced.statementsOf(
+        () => releaseSlotWaiters(db, instance.id, 1_000, 2),
+        'send_jobs',
+      );
+      assert.deepEqual(more, []);
+      assert.match(first ?? '', /'pending'/, 'the status is written into the text');
+      assert.match(await planOf(testStore.store.db, dialect, first ?? ''), /send_jobs_due/);
+      assert.match(
+        await planOf(testStore.store.db, dialect, release ?? ''),
+        dialect === 'sqlite' ? /sqlite_autoindex_send_jobs_1/ : /send_jobs_pk/,
+      );
+      // Without one (no cap): every waiting send, through send_jobs_due.
+      const all = await statementOf(() => releaseSlotWaiters(db, instance.id, 1_000));
+      assert.match(all, /'pending'/);
+      assert.match(await planOf(testStore.store.db, dialect, all), /send_jobs_due/);
     });
 
     it('the new-chats-per-day counts read send_jobs_new_chats', async () => {
