@@ -77,9 +77,8 @@ export async function createTestStore(
   }
   const adminUrl = process.env.TEST_DATABASE_URL;
   if (!adminUrl) throw new Error('TEST_DATABASE_URL is not set');
-  const template = await migratedPostgresDatabase(adminUrl);
   const name = `t_${randomBytes(6).toString('hex')}`;
-  await withAdmin(adminUrl, (admin) => admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`));
+  await copyTemplate(adminUrl, name);
   const database: DatabaseConfig = { dialect: 'postgres', url: databaseUrl(adminUrl, name) };
   const store = await openStore(database, {
     schema: TEMPLATE_SCHEMA,
@@ -125,6 +124,24 @@ export function migratedPostgresDatabase(adminUrl: string): Promise<string> {
     throw error;
   });
   return postgresTemplate;
+}
+
+/**
+ * Creates database `name` as a copy of {@link migratedPostgresDatabase}'s template. A template dropped meanwhile
+ * (`3D000`: another test run's runner swept the server at its start, scripts/test.js) is built again once, so runs
+ * started beside each other do not fail each other's stores.
+ */
+async function copyTemplate(adminUrl: string, name: string): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    const template = await migratedPostgresDatabase(adminUrl);
+    try {
+      await withAdmin(adminUrl, (admin) => admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`));
+      return;
+    } catch (error) {
+      if (attempt >= 3 || (error as { code?: unknown }).code !== '3D000') throw error;
+      postgresTemplate = undefined;
+    }
+  }
 }
 
 /** Builds the template of {@link migratedPostgresDatabase} unless it exists; resolves with its name. */
