@@ -32,6 +32,7 @@ import * as syncSendJobAttempts from './0030_sync_send_job_attempts.ts';
 import * as endpointPreviousSecret from './0031_endpoint_previous_secret.ts';
 import * as nodeIdentity from './0032_node_identity.ts';
 import * as lidChatsMoved from './0033_lid_chats_moved.ts';
+import * as recordedUpdates from './0037_recorded_updates.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -71,6 +72,7 @@ export const migrations: Record<string, Migration> = {
   '0031_endpoint_previous_secret': endpointPreviousSecret,
   '0032_node_identity': nodeIdentity,
   '0033_lid_chats_moved': lidChatsMoved,
+  '0037_recorded_updates': recordedUpdates,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
