@@ -150,7 +150,9 @@ export class MessageCopies implements EventProjection {
       }
     }
     batch.current = { event, copy, refused: false };
+    // What a transaction that rolled back decided for the same event is forgotten.
     if (copy) this.#leftOut.set(event, 'copy');
+    else this.#leftOut.delete(event);
   }
 
   /**
