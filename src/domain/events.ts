@@ -56,9 +56,22 @@ export type EngineEvent =
   | { type: 'call'; call: EngineCall }
   | { type: 'group'; update: GroupUpdate }
   /** A message was edited or deleted for everyone (by the account through the API, or by someone else). */
-  | { type: 'messageUpdate'; update: MessageUpdate }
+  | {
+      type: 'messageUpdate';
+      update: MessageUpdate;
+      /**
+       * The id of the platform message the update came in (its `protocolMessage`): a repeat of it is left out
+       * (src/events/message-copies.ts). Absent for the account's own change through the API and the sandbox's.
+       */
+      platformId?: string;
+    }
   /** A vote on one of the account's polls, decrypted. */
-  | { type: 'pollVote'; vote: PollVote }
+  | {
+      type: 'pollVote';
+      vote: PollVote;
+      /** The id of the platform message the vote came in (its `pollUpdateMessage`), as `messageUpdate`'s. */
+      platformId?: string;
+    }
   /**
    * The session's status changed (webhook `SessionStatus`): derived from `connection` events by the session
    * manager (src/events/session-status.ts), `paused` / `resumed` recorded by send pacing. `reason` in words;

@@ -247,19 +247,27 @@ export interface MessageUpdate {
   text?: string;
   /** Epoch milliseconds of the change. */
   timestamp: number;
+  /**
+   * Set on a deletion in a group when the engine found its sender an admin of the group (the group's metadata,
+   * docs/decisions/0026-chats-edits-polls-and-calls.md): only then may it delete another member's message
+   * ({@link updateMayChange}). Not part of any payload.
+   */
+  byAdmin?: true;
 }
 
 /**
  * Whether `update` may change message `target`, as WhatsApp's apps decide: the message was not deleted for everyone
  * already (a phone shows "This message was deleted" and ignores later edits and deletions), and the update came in
- * the message's chat, from the message's sender — or, for a deletion in a group, from another member (a group admin
- * deletes others' messages for everyone). The platform relays a protocolMessage naming any id, from anyone.
+ * the message's chat, from the message's sender — or, for a deletion in a group, from a group admin (`byAdmin`: a
+ * phone ignores another member's deletion of a message that member did not send,
+ * docs/decisions/0026-chats-edits-polls-and-calls.md). The platform relays a protocolMessage naming any id, from
+ * anyone.
  */
 export function updateMayChange(target: EngineMessage, update: MessageUpdate): boolean {
   if (target.content.deletedAt !== undefined) return false;
   if (target.source.chat !== update.source.chat) return false;
   if (target.source.sender === update.source.sender) return true;
-  return update.kind === 'delete' && target.source.isGroup;
+  return update.kind === 'delete' && target.source.isGroup && update.byAdmin === true;
 }
 
 /**

@@ -31,7 +31,9 @@ import type { EventProjection } from './recorder.ts';
  *   are not kept);
  * - `read`: moves the received messages the account read (in that chat, not its own) to `read`;
  * - `messageUpdate`: an edit replaces the stored text, a deletion for everyone drops it
- *   (docs/decisions/0026-chats-edits-polls-and-calls.md);
+ *   (docs/decisions/0026-chats-edits-polls-and-calls.md); one its message may not take (src/domain/messages.ts
+ *   `updateMayChange`: not its sender's, in a group not an admin's, or the message deleted already) changes nothing
+ *   and is told to `copies` (`MessageCopies.refuse`), so it makes no webhook event either;
  * - `lid-mapping`: the messages kept under the LID chat of a pair, stored or buffered, move to its phone JID, the
  *   LID as a sender (a group member) is renamed to it, and the user becomes a peer under it with the name its
  *   messages carried (src/store/lid-moves.ts `moveLidChatMessages`).
@@ -50,7 +52,8 @@ import type { EventProjection } from './recorder.ts';
  *
  * With `copies`, a `message` event that is a copy of one recorded before it (the platform handed the message over
  * again, src/events/message-copies.ts) is left out: its row is kept as first stored anyway, and its peer is not
- * touched again (a message redelivered long after does not make its sender a recent peer).
+ * touched again (a message redelivered long after does not make its sender a recent peer); so is a copy of a
+ * `messageUpdate` (an edit applied again would set its time again).
  */
 export class MessageProjection implements EventProjection {
   readonly name = 'messages';
@@ -103,10 +106,13 @@ export class MessageProjection implements EventProjection {
           fromMe: false,
         });
         return;
-      case 'messageUpdate':
+      case 'messageUpdate': {
+        if (this.#copies?.isCopy(trx, event)) return;
         await this.#writeNow(trx, instanceId);
-        await applyMessageUpdate(trx, instanceId, event.update);
+        const outcome = await applyMessageUpdate(trx, instanceId, event.update);
+        if (outcome === 'refused') this.#copies?.refuse(trx, event);
         return;
+      }
       case 'lid-mapping':
         this.#moveBuffered(trx, event.mappings);
         await moveLidChatMessages(trx, instanceId, event.mappings);

@@ -33,8 +33,8 @@ export interface OutboxProjectionOptions {
    */
   mediaUrl?: (instanceId: string, messageId: string) => string;
   /**
-   * What tells the copies of messages recorded before (src/events/message-copies.ts), used before this projection;
-   * without it every `message` event makes a webhook event.
+   * What tells the copies of messages and updates recorded before, and the updates the message store refused
+   * (src/events/message-copies.ts), used before this projection; without it every event makes a webhook event.
    */
   copies?: MessageCopies;
 }
@@ -47,9 +47,11 @@ export interface OutboxProjectionOptions {
  * when a webhook URL is configured, the event type is subscribed (docs/api.md#webhook-events; a null subscription
  * means the default four types) and no 410 disabled the webhook, plus one delivery row per enabled endpoint whose
  * `events` include the type (docs/decisions/0035-webhook-endpoints.md). `connection` and `contacts` events are not webhook
- * events. A `message` event that is a copy of one recorded before it (`copies`: the platform handed the message over
- * again, src/events/message-copies.ts) makes no event row, sequence number or delivery: a receiver is told of a
- * message once (docs/decisions/0024-engines-and-data-flow.md).
+ * events. A `message`, edit, deletion or vote event that is a copy of one recorded before it (`copies`: the platform
+ * handed the message over again, src/events/message-copies.ts) makes no event row, sequence number or delivery: a
+ * receiver is told of a message once (docs/decisions/0024-engines-and-data-flow.md); nor does an edit or deletion the
+ * message store refused (`MessageCopies.refuse`: not its message's sender's,
+ * docs/decisions/0026-chats-edits-polls-and-calls.md).
  *
  * The rows are written at the end of the recorder's batch ({@link flush}): `apply` keeps each normalised event in the
  * transaction's buffer, and `flush` takes the batch's sequence numbers with what routes them (the state row's lock
@@ -82,7 +84,7 @@ export class OutboxProjection implements EventProjection {
 
   async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
     const { mediaUrl, copies } = this.#options;
-    if (copies?.isCopy(trx, event)) return;
+    if (copies?.isLeftOut(trx, event)) return;
     const normalised = normaliseEvent(
       event,
       mediaUrl === undefined ? undefined : (messageId) => mediaUrl(instanceId, messageId),

@@ -109,10 +109,11 @@ export async function createInstanceWithinCap(
 }
 
 /**
- * Deletes instance `id` and, by the store's `on delete cascade` foreign keys (migrations 0001–0020, on SQLite and
- * PostgreSQL alike), every row of it: engine credentials, messages, chat peers, webhook state, webhook endpoints,
- * events (with their deliveries and attempts), socket lock, lease, gateway replay memory, call settings, send jobs,
- * send pace, LID mappings, labels and chat labels. Repeated when PostgreSQL fails it to break a deadlock.
+ * Deletes instance `id` and, by the store's `on delete cascade` foreign keys (migrations 0001–0020 and 0037, on
+ * SQLite and PostgreSQL alike), every row of it: engine credentials, messages, chat peers, webhook state, webhook
+ * endpoints, events (with their deliveries and attempts), socket lock, lease, gateway replay memory, call settings,
+ * send jobs, send pace, LID mappings, labels, chat labels and recorded update ids. Repeated when PostgreSQL fails it
+ * to break a deadlock.
  * @returns whether an instance was deleted.
  */
 export async function deleteInstance(db: Kysely<Database>, id: string): Promise<boolean> {

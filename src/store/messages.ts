@@ -330,24 +330,27 @@ export async function listRecentPeerJids(
   return rows.map((row) => row.jid);
 }
 
+/** What {@link applyMessageUpdate} did: changed the message, found none stored, or refused the update. */
+export type UpdateOutcome = 'changed' | 'not-stored' | 'refused';
+
 /**
  * Applies an edit or a deletion for everyone to stored message `update.messageId`
  * (docs/decisions/0026-chats-edits-polls-and-calls.md): an edit replaces the text and sets `editedAt`; a deletion
  * drops the text, caption, mentions and poll and sets `deletedAt`. The row keeps its id, chat and delivery state. A
- * message parley never stored is left alone (returns false), and so is one the update may not change
- * ({@link updateMayChange}), a LID and the phone JID of its kept pair counting as one chat and one sender
+ * message parley never stored is left alone (`not-stored`), and so is one the update may not change
+ * ({@link updateMayChange}: `refused`), a LID and the phone JID of its kept pair counting as one chat and one sender
  * (docs/decisions/0038-lid-mappings.md: an engine that does not know the pair names the LID while the message is
  * stored under the phone JID, chat and sender, since the pair was stored). A compare-and-set ({@link changeContent}):
  * a new media reference stored meanwhile is kept.
- * @throws Error when the content kept changing under every attempt.
+ * @throws Error when the content kept changing under every attempt; the store's error.
  */
 export async function applyMessageUpdate(
   db: Kysely<Database>,
   instanceId: string,
   update: MessageUpdate,
-): Promise<boolean> {
+): Promise<UpdateOutcome> {
   const target = await findStoredMessage(db, instanceId, update.messageId);
-  if (!target) return false;
+  if (!target) return 'not-stored';
   const { source } = target;
   const kept = await keptPhoneJids(db, instanceId, [
     source.chat,
@@ -361,13 +364,14 @@ export async function applyMessageUpdate(
       extended(update, { source: keptSource(update.source, kept) }),
     )
   )
-    return false;
-  return changeContent(db, instanceId, update.messageId, (content) => {
+    return 'refused';
+  const changed = await changeContent(db, instanceId, update.messageId, (content) => {
     if (update.kind === 'edit')
       return extended(content, { text: update.text ?? '', editedAt: update.timestamp });
     const { text: _text, mentions: _mentions, poll: _poll, ...rest } = content;
     return extended(rest, { deletedAt: update.timestamp });
   });
+  return changed ? 'changed' : 'not-stored';
 }
 
 /** `source` with each JID `kept` maps (a LID with a kept pair) named by its phone JID. */

@@ -357,6 +357,7 @@ export interface Database {
   lid_mappings: LidMappingsTable;
   labels: LabelsTable;
   chat_labels: ChatLabelsTable;
+  recorded_updates: RecordedUpdatesTable;
 }
 
 /**
@@ -393,4 +394,15 @@ export interface ChatLabelsTable {
   chat: string;
   label_id: string;
   updated_at: number;
+}
+
+/**
+ * The platform message id of an edit, a deletion for everyone or a poll vote an instance recorded (migration 0037,
+ * docs/decisions/0024-engines-and-data-flow.md): a repeat of it is left out (src/events/message-copies.ts).
+ * `created_at` epoch ms. Primary key (instance_id, id).
+ */
+export interface RecordedUpdatesTable {
+  instance_id: string;
+  id: string;
+  created_at: number;
 }

@@ -67,7 +67,7 @@ export function wireSessions(
   },
 ): SessionParts {
   const { store, box, clock, logger } = deps;
-  const copies = new MessageCopies();
+  const copies = new MessageCopies(clock, logger);
   const recorder = new EventRecorder(
     store.db,
     [

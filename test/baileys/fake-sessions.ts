@@ -3,7 +3,7 @@ import { after, before } from 'node:test';
 import type { Clock } from '../../src/domain/clock.ts';
 import { DomainError } from '../../src/domain/errors.ts';
 import { BaileysEngine, type BaileysEngineOptions } from '../../src/engines/baileys/index.ts';
-import type { EngineSession } from '../../src/engines/engine.ts';
+import type { EngineSession, EngineSessionContext } from '../../src/engines/engine.ts';
 import { SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
 import {
@@ -24,6 +24,8 @@ export interface FakeSessionOptions {
   engine?: Partial<BaileysEngineOptions>;
   /** The session's clock (default: fixed at 2030-01-01T00:00:00Z). */
   clock?: Clock;
+  /** Parts of the session's context to replace (its logger, its `findMessage`), before the session is made. */
+  context?: Partial<Pick<EngineSessionContext, 'logger' | 'findMessage'>>;
 }
 
 /** A live session over fake sockets, with what a test reads of it. */
@@ -72,6 +74,7 @@ export class FakeSessions {
       instanceId,
       options.clock ?? (() => Date.parse('2030-01-01T00:00:00Z')),
     );
+    Object.assign(rc.context, options.context);
     if (options.paired ?? true) await storePairedCreds(rc.context.auth);
     const session = engine.createSession(rc.context);
     const sock = () => {

@@ -154,6 +154,11 @@ async function seedUnreachedRows(store: Store, instanceId: string, now: number):
     .values({ instance_id: instanceId, chat: '5511988887777@s.whatsapp.net', label_id: '1', updated_at: now })
     .onConflict((oc) => oc.columns(['instance_id', 'chat', 'label_id']).doNothing())
     .execute();
+  await db
+    .insertInto('recorded_updates')
+    .values({ instance_id: instanceId, id: '3EB0UPDATE', created_at: now })
+    .onConflict((oc) => oc.columns(['instance_id', 'id']).doNothing())
+    .execute();
 }
 
 for (const dialect of testDialects()) {

@@ -94,7 +94,7 @@ for (const dialect of testDialects()) {
       it(`an ${kind} recorded between the re-upload's read and write is kept`, async () => {
         const id = await stored();
         const plugin = afterFirstContentRead(async () => {
-          assert.equal(await applyMessageUpdate(other.db, instanceId, update(id, kind)), true);
+          assert.equal(await applyMessageUpdate(other.db, instanceId, update(id, kind)), 'changed');
         });
         const db: Kysely<Database> = ts.store.db.withPlugin(plugin);
         assert.equal(await setMessageDownload(db, instanceId, id, '{"moved":true}'), true);
@@ -116,7 +116,7 @@ for (const dialect of testDialects()) {
           assert.equal(await setMessageDownload(other.db, instanceId, id, '{"moved":true}'), true);
         });
         const db: Kysely<Database> = ts.store.db.withPlugin(plugin);
-        assert.equal(await applyMessageUpdate(db, instanceId, update(id, kind)), true);
+        assert.equal(await applyMessageUpdate(db, instanceId, update(id, kind)), 'changed');
         assert.equal(plugin.fired(), 1);
         const content = await contentOf(id);
         assert.equal(content.download, '{"moved":true}');
@@ -129,7 +129,7 @@ for (const dialect of testDialects()) {
 
     it('a message never stored: false, nothing written', async () => {
       assert.equal(await setMessageDownload(ts.store.db, instanceId, 'NOPE', '{}'), false);
-      assert.equal(await applyMessageUpdate(ts.store.db, instanceId, update('NOPE', 'edit')), false);
+      assert.equal(await applyMessageUpdate(ts.store.db, instanceId, update('NOPE', 'edit')), 'not-stored');
     });
   });
 }

@@ -1,17 +1,11 @@
 import type { BaileysEventMap, BinaryNode, GroupMetadata, WAMessage } from 'baileys';
 import { isJidBroadcast, isJidGroup, isJidNewsletter, proto } from 'baileys';
-import {
-  type EngineEvent,
-  type EngineMessage,
-  eventLogFields,
-  type Jid,
-  updateMayChange,
-} from '../../domain/messages.ts';
-import { extended } from '../../domain/objects.ts';
+import { type EngineEvent, eventLogFields, type Jid } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
 import { BoundedCache } from './cache.ts';
 import type { ContactBook } from './contacts.ts';
 import { groupUpdatesFromNotification } from './group-events.ts';
+import { markAdminDeletion } from './group-revokes.ts';
 import { keepGroup, learnGroupPairs } from './groups.ts';
 import {
   historyFromSet,
@@ -21,7 +15,7 @@ import {
   receiptsFromUpdates,
   toEngineMessage,
 } from './incoming.ts';
-import { isLidLike, type JidResolver } from './jid.ts';
+import type { JidResolver } from './jid.ts';
 import { chatLabelEventOf, labelEventOf } from './labels.ts';
 import type { SocketLike } from './socket.ts';
 import { updateEventOf } from './updates.ts';
@@ -91,19 +85,6 @@ export class IncomingQueue {
   }
 }
 
-/**
- * `message` with a LID chat or sender named by the phone JID `resolver` knows for it (memory, then Baileys' mapping
- * store); as it is otherwise (docs/decisions/0038-lid-mappings.md).
- */
-async function resolvedSource(message: EngineMessage, resolver: JidResolver): Promise<EngineMessage> {
-  const { chat, sender } = message.source;
-  if (!isLidLike(chat) && !isLidLike(sender)) return message;
-  const named = async (jid: Jid) => (isLidLike(jid) ? (await resolver.resolve(jid)).jid : jid);
-  return extended(message, {
-    source: extended(message.source, { chat: await named(chat), sender: await named(sender) }),
-  });
-}
-
 /** The frame event Baileys emits for every `<notification type="w:gp2">` (group changes, by anyone). */
 const GROUP_NOTIFICATION = 'CB:notification,type:w:gp2';
 
@@ -115,6 +96,11 @@ export interface ListenerDeps {
   contacts: ContactBook;
   /** Group metadata cache (Baileys' `cachedGroupMetadata`), refreshed from group events. */
   groups: BoundedCache;
+  /**
+   * Group `jid`'s metadata fetched through the session's current socket and kept in `groups` (undefined while no
+   * socket is open), to tell whether a deletion's sender is an admin (group-revokes.ts). @throws the socket's error.
+   */
+  fetchGroup(jid: string): Promise<GroupMetadata | undefined>;
   queue: IncomingQueue;
   subscribePresence(sock: SocketLike, jid: Jid): void;
   /** Handles the socket's call events (calls.ts); absent: calls are ignored. */
@@ -176,49 +162,51 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
       );
       return true;
     }
-    if (event.type === 'messageUpdate') {
-      // An edit or deletion naming a stored message of another chat or sender, or one deleted already, changes
-      // nothing on a phone. A LID the message was stored under and the phone JID the resolver knows for it now name
-      // one chat and one user (docs/decisions/0038-lid-mappings.md).
-      const target = await context.findMessage(event.update.messageId);
-      if (target && !updateMayChange(await resolvedSource(target, deps.resolver), event.update)) {
-        context.logger.warn(
-          { event: 'messageUpdate', id: msg.key.id, target: event.update.messageId },
-          'an edit or deletion of a deleted message, or of one its sender did not send in that chat; dropped',
-        );
-        return true;
-      }
-    }
-    await queue.record(event);
+    // Whether the update may change its message (its sender's, or in a group an admin's deletion; the message not
+    // deleted already) is decided where it is recorded, against the stored message, in the recording's transaction
+    // (src/store/messages.ts `applyMessageUpdate`), so a store fault is waited out there instead of losing the
+    // update; only the sender's role in the group is the engine's to tell (group-revokes.ts).
+    await queue.record(await markAdminDeletion(event, msg, { ...deps, logger: context.logger }));
     return true;
+  };
+  /** Records one message of a `messages.upsert` batch of `type`: an update as such, else as a message. */
+  const recordUpserted = async (msg: WAMessage, type: BaileysEventMap['messages.upsert']['type']) => {
+    // A stub of a message that could not be decrypted: its content may come from the sender's resend and from the
+    // phone's placeholder resend, both live (`notify`), so whichever comes second is looked up as a copy.
+    if (msg.messageStubType === proto.WebMessageInfo.StubType.CIPHERTEXT && msg.key.id)
+      undecrypted.set(msg.key.id, true);
+    const remote = msg.key.remoteJid;
+    if (!remote || isJidBroadcast(remote) || isJidNewsletter(remote)) return;
+    if (await recordUpdate(msg)) return;
+    let message: Awaited<ReturnType<typeof toEngineMessage>>;
+    try {
+      message = await toEngineMessage(msg, ctx, now());
+    } catch (error) {
+      context.logger.error(
+        { err: error, event: 'message', id: msg.key.id },
+        'mapping a platform message failed',
+      );
+      return;
+    }
+    if (!message) return;
+    // Offline delivery (`append`), or a message whose first delivery could not be decrypted, may come again.
+    const again = type === 'append' || undecrypted.get<boolean>(message.id) === true;
+    await queue.record(again ? { type: 'message', message, mayRepeat: true } : { type: 'message', message });
+    if (!message.source.isFromMe && !message.source.isGroup)
+      deps.subscribePresence(sock, message.source.chat);
   };
   on('messages.upsert', async ({ messages, type }) => {
     for (const msg of messages) {
-      // A stub of a message that could not be decrypted: its content may come from the sender's resend and from the
-      // phone's placeholder resend, both live (`notify`), so whichever comes second is looked up as a copy.
-      if (msg.messageStubType === proto.WebMessageInfo.StubType.CIPHERTEXT && msg.key.id)
-        undecrypted.set(msg.key.id, true);
-      const remote = msg.key.remoteJid;
-      if (!remote || isJidBroadcast(remote) || isJidNewsletter(remote)) continue;
-      if (await recordUpdate(msg)) continue;
-      let message: Awaited<ReturnType<typeof toEngineMessage>>;
+      // One message failing (a bug: every store fault is waited out where it is recorded) never keeps the batch's
+      // later messages from being recorded (docs/decisions/0011-store-faults.md).
       try {
-        message = await toEngineMessage(msg, ctx, now());
+        await recordUpserted(msg, type);
       } catch (error) {
         context.logger.error(
-          { err: error, event: 'message', id: msg.key.id },
-          'mapping a platform message failed',
+          { err: error, event: 'messages.upsert', id: msg.key.id },
+          'handling a platform message failed',
         );
-        continue;
       }
-      if (!message) continue;
-      // Offline delivery (`append`), or a message whose first delivery could not be decrypted, may come again.
-      const again = type === 'append' || undecrypted.get<boolean>(message.id) === true;
-      await queue.record(
-        again ? { type: 'message', message, mayRepeat: true } : { type: 'message', message },
-      );
-      if (!message.source.isFromMe && !message.source.isGroup)
-        deps.subscribePresence(sock, message.source.chat);
     }
   });
   on('messages.update', async (updates) => {

@@ -147,6 +147,7 @@ export class BaileysSession implements EngineSession {
           resolver: this.#resolver,
           contacts: this.#contacts,
           groups: this.#groups,
+          fetchGroup: (jid) => this.#fetchGroup(jid),
           queue: this.#queue,
           subscribePresence: (s, jid) => this.#subscribePresence(s, jid),
           calls: (s, calls) => this.#calls.handle(s, calls),

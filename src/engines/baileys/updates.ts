@@ -108,7 +108,9 @@ function editedText(message: proto.IMessage | null | undefined): string {
  * REVOKE or MESSAGE_EDIT (an edit or deletion by its sender — someone else, or the account on another device),
  * or a `pollUpdateMessage` on one of the account's polls, decrypted with the poll's stored secret. Null for every
  * other message; `'undecryptable'` for a vote on a poll whose secret is unknown (sent before a logout, or by another
- * client) or that no candidate JID pair decrypts (the caller logs and drops it).
+ * client) or that no candidate JID pair decrypts (the caller logs and drops it). The event carries the platform
+ * message's id (`platformId`), so a copy the platform hands over again is recorded once.
+ * @throws the auth store's error reading the poll's secret (it waits out an unreachable store itself).
  */
 export async function updateEventOf(
   msg: WAMessage,
@@ -117,6 +119,8 @@ export async function updateEventOf(
 ): Promise<EngineEvent | null | 'undecryptable'> {
   const content = normalizeMessageContent(msg.message);
   if (!content) return null;
+  // The platform message's own id: a repeat of it is left out where it is recorded (src/events/message-copies.ts).
+  const carrier = msg.key.id ? { platformId: msg.key.id } : {};
   const protocol = content.protocolMessage;
   const Type = proto.Message.ProtocolMessage.Type;
   if (protocol?.key?.id && (protocol.type === Type.REVOKE || protocol.type === Type.MESSAGE_EDIT)) {
@@ -129,10 +133,12 @@ export async function updateEventOf(
       return {
         type: 'messageUpdate',
         update: { kind: 'delete', messageId: protocol.key.id, source, timestamp },
+        ...carrier,
       };
     }
     return {
       type: 'messageUpdate',
+      ...carrier,
       update: {
         kind: 'edit',
         messageId: protocol.key.id,
@@ -162,6 +168,7 @@ export async function updateEventOf(
       : timestampMs(msg.messageTimestamp, deps.now);
   return {
     type: 'pollVote',
+    ...carrier,
     vote: {
       pollId,
       pollName: poll.name,
