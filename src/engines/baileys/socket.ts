@@ -208,8 +208,8 @@ function closedWithin(raw: RawWebSocket, ms: number): Promise<void> {
  * Ends `sock` at once, as a connection taken for dead (docs/decisions/0025-live-engine.md): the WebSocket under
  * Baileys' client is destroyed without a closing handshake (`ws` `terminate`), then Baileys' `end(error)` finds it
  * closing and emits its `close` with `error` now, which starts the reconnect. Baileys' `end` alone sends a close
- * frame and waits for the peer's, which a dead peer never sends: `ws` destroys the socket only after 30 s, and the
- * reconnect waited that long. Nothing is read from the socket once dropped. Baileys 7 keeps that WebSocket in its
+ * frame and waits for the peer's, which a dead peer never sends: {@link CLOSE_HANDSHAKE_MS} since
+ * {@link boundCloseHandshake}, 30 s (`ws`'s own limit) before. Nothing is read from the socket once dropped. Baileys 7 keeps that WebSocket in its
  * client's `socket` field (Socket/Client/websocket.js); a socket without one (a test's fake) is only ended.
  * @returns Baileys' `end`, which rejects when the socket ended already.
  */
