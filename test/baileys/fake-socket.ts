@@ -104,6 +104,11 @@ export class FakeSocket implements SocketLike {
   ackBeforeReturn = false;
   /** How many times the WebSocket under the socket was destroyed without a closing handshake (`ws` `terminate`). */
   terminated = 0;
+  /**
+   * The peer answers no close frame (a frozen connection): `end` leaves the WebSocket open, as `ws` would for 30 s;
+   * only a `terminate` closes it.
+   */
+  frozen = false;
   usyncAnswer: BinaryNode | undefined;
   usyncError: Error | undefined;
   groups = new Map<string, GroupMetadata>();
@@ -129,12 +134,10 @@ export class FakeSocket implements SocketLike {
   ws = {
     on: (event: string, listener: (node: BinaryNode) => void) => this.frames.on(event, listener),
     off: (event: string, listener: (node: BinaryNode) => void) => this.frames.off(event, listener),
-    /** The `ws` WebSocket Baileys' client keeps in `socket`: only its `terminate`. */
-    socket: {
-      terminate: () => {
-        this.terminated += 1;
-      },
-    },
+    /** The `ws` WebSocket Baileys' client keeps in `socket`. */
+    socket: new FakeWebSocket(() => {
+      this.terminated += 1;
+    }),
   };
   get user(): Contact | undefined {
     return this.config.auth.creds.me;
@@ -269,8 +272,10 @@ export class FakeSocket implements SocketLike {
   logout = async () => {
     this.loggedOut = true;
   };
+  /** Baileys' `end`: its closing handshake closes the WebSocket at once, unless the peer is {@link frozen}. */
   end = async () => {
     this.ended += 1;
+    if (!this.frozen) this.ws.socket.close();
   };
   /** Calls rejected through `rejectCall` (call id, caller). */
   rejectedCalls: { id: string; from: string }[] = [];
@@ -331,6 +336,38 @@ export class FakeSocket implements SocketLike {
     this.sentNodes.push(node);
     this.onSendNode(node);
   };
+}
+
+/**
+ * The `ws` WebSocket under a fake socket: open until closed (a closing handshake answered) or terminated (destroyed,
+ * `onTerminate` told); its `close` event is emitted once, at once.
+ */
+export class FakeWebSocket {
+  /** `ws`'s `readyState`: 1 open, 3 closed. */
+  readyState = 1;
+  readonly #events = new EventEmitter();
+  readonly #onTerminate: () => void;
+
+  constructor(onTerminate: () => void) {
+    this.#onTerminate = onTerminate;
+  }
+
+  once(event: 'close', listener: () => void): void {
+    this.#events.once(event, listener);
+  }
+
+  /** Destroys the WebSocket with no closing handshake (`ws` `terminate`). */
+  terminate(): void {
+    this.#onTerminate();
+    this.close();
+  }
+
+  /** Closes the WebSocket (a no-op once closed). */
+  close(): void {
+    if (this.readyState === 3) return;
+    this.readyState = 3;
+    this.#events.emit('close');
+  }
 }
 
 /** A factory that records every socket it makes; `onCreate` runs right after creation (e.g. to open it). */

@@ -2,11 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DomainError } from '../../src/domain/errors.ts';
 import { BaileysEngine } from '../../src/engines/baileys/index.ts';
+import { CLOSE_HANDSHAKE_MS } from '../../src/engines/baileys/socket.ts';
+import type { SessionLocks } from '../../src/engines/engine.ts';
 import { statusOf } from '../../src/http/errors.ts';
 import { InstanceLock, SqlSessionLocks } from '../../src/sessions/instance-lock.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { fakeFactory, storePairedCreds } from './fake-socket.ts';
+import { type FakeSocket, fakeFactory, storePairedCreds } from './fake-socket.ts';
 import {
   type LiveFixture,
   liveFixture,
@@ -20,7 +22,7 @@ for (const dialect of testDialects()) {
   describe(`one-socket lock (${dialect})`, () => {
     let fixture: LiveFixture;
     before(async () => {
-      fixture = await liveFixture(dialect, 7);
+      fixture = await liveFixture(dialect, 9);
     });
     after(async () => {
       await fixture.test.cleanup();
@@ -199,6 +201,65 @@ for (const dialect of testDialects()) {
       );
       release();
       await connecting;
+      await engine.close();
+    });
+
+    /**
+     * An engine of process `host-a:1` on fake sockets whose peer answers no close frame (`frozen`), with a lock that
+     * notes, at each release, whether the WebSocket of the last socket was still open.
+     */
+    const frozenEngine = async (instanceId: string) => {
+      const fake = fakeFactory((sock) => {
+        sock.frozen = true;
+        sock.open();
+      });
+      const sql = new SqlSessionLocks({ db: fixture.test.store.db, owner: 'host-a:1' });
+      const openAtRelease: boolean[] = [];
+      const locks: SessionLocks = {
+        forInstance: (id, hooks) => {
+          const lock = sql.forInstance(id, hooks);
+          return {
+            get held() {
+              return lock.held;
+            },
+            acquire: () => lock.acquire(),
+            release: () => {
+              openAtRelease.push(fake.sockets.at(-1)?.ws.socket.readyState !== 3);
+              return lock.release();
+            },
+          };
+        },
+      };
+      const engine = new BaileysEngine({ locks, logger: silentLogger(), socketFactory: fake.factory });
+      const rc = recordingContext(fixture, instanceId);
+      await storePairedCreds(rc.context.auth);
+      const session = engine.createSession(rc.context);
+      await session.connect();
+      const sock: FakeSocket | undefined = fake.sockets[0];
+      assert.ok(sock);
+      return { engine, session, sock, openAtRelease };
+    };
+
+    it('a disconnect of a frozen connection destroys its socket within the close bound, then gives the lock up', async () => {
+      const { engine, session, sock, openAtRelease } = await frozenEngine(fixture.instanceIds[7] ?? '');
+      const t0 = Date.now();
+      await session.disconnect();
+      const took = Date.now() - t0;
+      assert.equal(sock.ended, 1, "Baileys' end sent its close frame");
+      assert.equal(sock.terminated, 1, 'unanswered, the socket is destroyed');
+      assert.deepEqual(openAtRelease, [false], 'the lock is given up only once the socket is closed');
+      assert.ok(took >= CLOSE_HANDSHAKE_MS - 50 && took < CLOSE_HANDSHAKE_MS + 1_500, `took ${took} ms`);
+      await engine.close();
+    });
+
+    it('a fenced close of a frozen connection destroys its socket at once, then gives the lock up', async () => {
+      const { engine, session, sock, openAtRelease } = await frozenEngine(fixture.instanceIds[8] ?? '');
+      const t0 = Date.now();
+      await session.close({ fenced: true });
+      const took = Date.now() - t0;
+      assert.equal(sock.terminated, 1, 'destroyed with no closing handshake');
+      assert.deepEqual(openAtRelease, [false], 'the lock is given up only once the socket is closed');
+      assert.ok(took < CLOSE_HANDSHAKE_MS, `not waiting for a close frame: took ${took} ms`);
       await engine.close();
     });
 

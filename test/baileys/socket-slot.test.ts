@@ -8,7 +8,8 @@ import { FakeSocket, pairedCreds } from './fake-socket.ts';
 /**
  * The one socket a lifecycle holds (docs/decisions/0025-live-engine.md): holding a socket wires the session's and the
  * lifecycle's listeners; holding another or ending the slot detaches them all before the socket ends, and a socket
- * whose `end` rejects is reported at debug level, never thrown.
+ * whose `end` rejects is reported at debug level, never thrown. A hand-over gives the one-socket lock up only once the
+ * socket is closed.
  */
 
 /** A fake socket whose config carries paired credentials (the slot reads nothing of it). */
@@ -95,15 +96,45 @@ describe('SocketSlot: one socket at a time with everything attached to it', () =
       throw refusal;
     };
     slot.hold(sock, heard.attach, heard.own);
-    slot.end();
+    const ended = slot.end();
     assert.equal(slot.current, null);
     assert.equal(sock.ended, 1);
     assert.equal(heard.detached, 1);
-    await new Promise((resolve) => setImmediate(resolve));
+    await ended;
     assert.deepEqual(log.lines, [{ obj: { err: refusal }, msg: 'ending the socket failed' }]);
+    assert.equal(sock.terminated, 1, 'an end that failed closes nothing: the WebSocket is destroyed');
     // Ending an empty slot does nothing: no second end, no second detach.
     slot.end();
     assert.equal(sock.ended, 1);
     assert.equal(heard.detached, 1);
+  });
+
+  it('handOver releases the lock once the socket is closed, and only after every earlier hand-over', async () => {
+    const slot = new SocketSlot(debugLog());
+    const heard = listeners();
+    const sock = socket();
+    sock.frozen = true;
+    slot.hold(sock, heard.attach, heard.own);
+    const released: string[] = [];
+    const lock = (name: string) => ({
+      held: true,
+      acquire: async () => ({ acquired: true as const }),
+      release: async () => {
+        released.push(`${name}, the WebSocket ${sock.ws.socket.readyState === 3 ? 'closed' : 'open'}`);
+      },
+    });
+    const first = slot.handOver(lock('first'));
+    // Nothing is held any more, but the first hand-over's socket is still closing.
+    const second = slot.handOver(lock('second'));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(released, [], 'the close frame is not answered yet: no lock released');
+    assert.equal(sock.ended, 1);
+    // The peer answers (within the bound): both locks go, in order.
+    sock.ws.socket.close();
+    await second;
+    await first;
+    await slot.handedOver;
+    assert.deepEqual(released, ['first, the WebSocket closed', 'second, the WebSocket closed']);
+    assert.equal(sock.terminated, 0, 'answered in time: not destroyed');
   });
 });

@@ -58,7 +58,7 @@ export interface BaileysEngineOptions {
    * How often the socket pings the platform, ms (Baileys' `keepAliveIntervalMs`); default
    * {@link KEEP_ALIVE_INTERVAL_MS}. Baileys checks at every interval and declares the connection lost (408, then
    * parley reconnects) once nothing arrived for the interval plus 5 s: a silent platform is noticed within two
-   * intervals plus 5 s.
+   * intervals plus 5 s, and reported lost at most `CLOSE_HANDSHAKE_MS` (socket.ts) later, when its close is cut.
    */
   keepAliveIntervalMs?: number;
   /**

@@ -175,10 +175,10 @@ export class Lifecycle {
    * still attached so their events are recorded, and starts no other ({@link quiesce}, at most
    * {@link QUIESCE_MS}); then ends the socket and releases the lock without changing anything stored or emitting.
    * `fenced` (the instance's lease is lost or about to expire, docs/decisions/0008-leases-and-fencing.md) ends the
-   * socket at once: with the store unreachable the quiescing would spend its whole {@link QUIESCE_MS} while another
-   * node may open its own socket once the lease expires. A connect still waiting on the store ends with
-   * SessionReleasedError and opens nothing. Nothing the platform does meanwhile reconnects: a close during the
-   * quiescing ends the connection, as the close would.
+   * socket at once, with no closing handshake: with the store unreachable the quiescing would spend its whole
+   * {@link QUIESCE_MS} while another node may open its own socket once the lease expires. A connect still waiting
+   * on the store ends with SessionReleasedError and opens nothing. Nothing the platform does meanwhile reconnects: a
+   * close during the quiescing ends the connection, as the close would.
    */
   async close(options?: CloseOptions): Promise<void> {
     // The socket's events are ignored from now on (its stanzas' events are not: the listeners stay attached). A
@@ -194,7 +194,8 @@ export class Lifecycle {
           'incoming messages were still being handled when the socket was closed',
         );
     }
-    await this.#teardown('idle', this.#reason, this.#cause, new SessionReleasedError());
+    const fenced = options?.fenced === true;
+    await this.#teardown('idle', this.#reason, this.#cause, new SessionReleasedError(), fenced);
   }
 
   /** Stops because the store lock was lost (another process took over, or it expired). */
@@ -224,6 +225,8 @@ export class Lifecycle {
    */
   async #start(attempt: StartAttempt): Promise<void> {
     const { lock } = this.#o;
+    // A teardown still waiting for its socket to close would release the lock taken now.
+    await this.#slot.handedOver;
     const taken = await lock.acquire();
     if (!taken.acquired) {
       throw new DomainError(
@@ -264,7 +267,7 @@ export class Lifecycle {
   #open(): void {
     const auth = this.#credentials.loaded;
     if (!auth) return;
-    this.#slot.end();
+    void this.#slot.end();
     this.#phase = 'connecting';
     const generation = ++this.#generation;
     let sock: SocketLike;
@@ -324,7 +327,8 @@ export class Lifecycle {
    */
   async #closed(generation: number, error: unknown): Promise<void> {
     if (generation !== this.#generation) return;
-    this.#slot.end();
+    // Closed already: Baileys reports the close once its WebSocket is closed.
+    void this.#slot.end();
     this.#reconnects.closed();
     const decision = decideClose(isBoom(error) ? error.output.statusCode : undefined);
     const { plan, refusals } = planAfterClose({
@@ -409,27 +413,29 @@ export class Lifecycle {
   }
 
   /**
-   * Ends the socket (its events are ignored from now on), cancels timers and waiters, releases the lock. A
-   * connection attempt under way ends with `cancel` (default: conflict, cancelled by a disconnect), whether it waits
-   * for the platform's first answer or still on the store ({@link #start}).
+   * Ends the socket (its events are ignored from now on), cancels timers and waiters, releases the lock once the
+   * socket is closed ({@link SocketSlot.handOver}; `drop`: at once, no closing handshake). A connection attempt under
+   * way ends with `cancel` (default: conflict, cancelled by a disconnect), whether it waits for the platform's first
+   * answer or still on the store ({@link #start}).
    */
   async #teardown(
     phase: Phase,
     reason: string | undefined,
     cause?: ConnectionState['cause'],
     cancel: DomainError = cancelledBy('a disconnect'),
+    drop = false,
   ): Promise<void> {
     this.#generation += 1;
     this.#cancelAttempt(cancel);
     this.#reconnects.cancel();
-    this.#slot.end();
+    const handOver = this.#slot.handOver(this.#o.lock, drop);
     this.#gate.take()?.reject(cancel);
     this.#phase = phase;
     this.#reason = reason;
     this.#cause = cause;
     this.#qr = null;
     this.#waiters.wakeAll();
-    await this.#o.lock.release();
+    await handOver;
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { BaileysEventMap } from 'baileys';
-import type { SocketLike } from './socket.ts';
+import type { SessionLock } from '../engine.ts';
+import { CLOSE_HANDSHAKE_MS, endSocket, type SocketLike } from './socket.ts';
 
 /** The lifecycle's own listeners on a socket: its connection updates and its credential changes. */
 export interface SlotListeners {
@@ -22,6 +23,7 @@ interface SlotLogger {
 export class SocketSlot {
   #sock: SocketLike | null = null;
   #detach: (() => void) | null = null;
+  #handedOver: Promise<void> = Promise.resolve();
   readonly #logger: SlotLogger;
 
   constructor(logger: SlotLogger) {
@@ -34,11 +36,11 @@ export class SocketSlot {
   }
 
   /**
-   * Ends the socket held (if any), then holds `sock`: `attach` wires the session's listeners to it and `listeners`
-   * the lifecycle's. Never throws for the socket it ends.
+   * Ends the socket held (if any, in the background: {@link end}), then holds `sock`: `attach` wires the session's
+   * listeners to it and `listeners` the lifecycle's. Never throws for the socket it ends.
    */
   hold(sock: SocketLike, attach: (sock: SocketLike) => () => void, listeners: SlotListeners): void {
-    this.end();
+    void this.end();
     this.#sock = sock;
     const detach = attach(sock);
     sock.ev.on('connection.update', listeners.connection);
@@ -50,17 +52,37 @@ export class SocketSlot {
     };
   }
 
+  /** Resolves once the last {@link handOver} released its lock (never rejects). */
+  get handedOver(): Promise<void> {
+    return this.#handedOver;
+  }
+
   /**
-   * Detaches every listener and ends the socket held; a failure to end it is logged at debug level, never thrown
-   * (Baileys' `end` rejects when the socket already closed). No-op when nothing is held.
+   * Ends the socket held, as {@link end}, then releases `lock` once its WebSocket is closed, and once every earlier
+   * hand-over's is (docs/decisions/0025-live-engine.md: no socket outlives the one-socket lock). A connect waits for
+   * {@link handedOver} before it takes the lock, so that lock is not released under it.
+   * @throws the lock's error when releasing it fails.
    */
-  end(): void {
+  handOver(lock: SessionLock, drop = false): Promise<void> {
+    const released = Promise.all([this.#handedOver, this.end(drop)]).then(() => lock.release());
+    this.#handedOver = released.catch(() => undefined);
+    return released;
+  }
+
+  /**
+   * Detaches every listener at once and ends the socket held ({@link endSocket}): resolves once its WebSocket is
+   * closed, within {@link CLOSE_HANDSHAKE_MS} of a peer that does not answer the close frame; with `drop`, at once
+   * with no closing handshake (docs/decisions/0025-live-engine.md: the one-socket lock is given up only after).
+   * Never rejects: a failure to end it is logged at debug level (the socket is closed either way). Resolves at once
+   * when nothing is held.
+   */
+  end(drop = false): Promise<void> {
     const sock = this.#sock;
     this.#detach?.();
     this.#detach = null;
     this.#sock = null;
-    if (!sock) return;
-    sock.end(undefined).catch((error: unknown) => {
+    if (!sock) return Promise.resolve();
+    return endSocket(sock, drop ? 0 : CLOSE_HANDSHAKE_MS).catch((error: unknown) => {
       this.#logger.debug({ err: error }, 'ending the socket failed');
     });
   }
