@@ -179,6 +179,25 @@ export async function waitForStatus(app: LiveApp, connected: boolean, loggedIn: 
   }
 }
 
+/**
+ * The `SessionStatus` events recorded for `app`'s instance (its connect subscribed to them), oldest first: `status`
+ * and `reason`.
+ */
+export async function sessionStatuses(app: LiveApp): Promise<{ status: string; reason?: string }[]> {
+  const rows = await app.t.services.store.db
+    .selectFrom('webhook_events')
+    .select('payload')
+    .where('instance_id', '=', app.instanceId)
+    .where('type', '=', 'SessionStatus')
+    .orderBy('sequence')
+    .execute();
+  return rows.map((row) => {
+    const { status, reason } = (JSON.parse(row.payload) as { event: { status: string; reason?: string } })
+      .event;
+    return reason === undefined ? { status } : { status, reason };
+  });
+}
+
 /** The simulator's view of `phone`'s companion device 1. */
 export async function companion(
   sim: Simulator,
