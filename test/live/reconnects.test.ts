@@ -17,6 +17,7 @@ import {
   pairLive,
   sessionStatuses,
   startTestSimulator,
+  statusesUntilConnected,
   until,
   waitForStatus,
 } from './support.ts';
@@ -81,7 +82,7 @@ describe('live engine reconnects (simulator)', () => {
       };
       try {
         await pairLive(sim, app, account, ['SessionStatus']);
-        const paired = (await sessionStatuses(app)).length;
+        const paired = await statusesUntilConnected(app);
         const before = (await loginsOf(sim, account)).length;
         sim.context.events.on('login', flap);
         const faultAt = Date.now();

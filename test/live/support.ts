@@ -198,6 +198,22 @@ export async function sessionStatuses(app: LiveApp): Promise<{ status: string; r
   });
 }
 
+/**
+ * How many `SessionStatus` events are recorded for `app`'s instance once the last is `connected` (waited for up to
+ * `ms`): the status endpoint can read as connected a moment before that event is recorded, so a test counting the
+ * events that follow waits here first.
+ */
+export function statusesUntilConnected(app: LiveApp, ms = WAIT_MS): Promise<number> {
+  return until(
+    'the connection recorded',
+    async () => {
+      const statuses = await sessionStatuses(app);
+      return statuses.at(-1)?.status === 'connected' ? statuses.length : undefined;
+    },
+    ms,
+  );
+}
+
 /** The simulator's view of `phone`'s companion device 1. */
 export async function companion(
   sim: Simulator,
