@@ -61,10 +61,34 @@ describe('reconnect bookkeeping', () => {
     assert.equal(reconnects.attempt, 3);
   });
 
-  it('starts the attempts and refreshes over once the connection stayed open STABLE_OPEN_MS, the refusals at once', (t: TestContext) => {
+  it('starts the attempts and refreshes over at the first open since the connect: what came before was the pairing', (t: TestContext) => {
     t.mock.timers.enable({ apis: ['setTimeout'] });
     const reconnects = new Reconnects(undefined, async () => [2, 3000, 1], capturingLogger().logger);
     const counts = () => [reconnects.attempt, reconnects.refreshes, reconnects.refusals];
+    // The pairing's restart (515), then a login after it that failed before opening.
+    reconnects.schedule(0, () => undefined);
+    reconnects.schedule(0, () => undefined);
+    reconnects.refreshes = 1;
+    reconnects.refusals = 1;
+    reconnects.opened();
+    assert.deepEqual(counts(), [0, 0, 0], 'the first open');
+    reconnects.closed();
+    reconnects.schedule(0, () => undefined);
+    reconnects.opened();
+    assert.deepEqual(counts(), [1, 0, 0], 'a later open keeps the series');
+    reconnects.reset();
+    reconnects.schedule(0, () => undefined);
+    reconnects.opened();
+    assert.deepEqual(counts(), [0, 0, 0], 'the first open since another connect');
+    reconnects.cancel();
+  });
+
+  it('starts the attempts and refreshes over once a later open stayed open STABLE_OPEN_MS, the refusals at once', (t: TestContext) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const reconnects = new Reconnects(undefined, async () => [2, 3000, 1], capturingLogger().logger);
+    const counts = () => [reconnects.attempt, reconnects.refreshes, reconnects.refusals];
+    reconnects.opened();
+    reconnects.closed();
     reconnects.schedule(0, () => undefined);
     reconnects.schedule(0, () => undefined);
     reconnects.refreshes = 1;

@@ -91,6 +91,32 @@ describe('live session over a fake socket: its lifecycle', () => {
     t.mock.timers.reset();
   });
 
+  it('a connection lost a moment after the link opened reconnects after the first step, 1 s: the pairing counts no step', async (t: TestContext) => {
+    const { session, fake, sock } = await setup({
+      paired: false,
+      open: (s, i) => (i === 0 ? s.qr('2@ref1,noise,identity,adv') : s.open()),
+    });
+    await session.connect();
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const paired = pairedCreds();
+    sock().emit('creds.update', { me: paired.me, account: paired.account, platform: 'android' });
+    sock().close(515, 'Stream Errored (restart required)');
+    await until(() => /restart required \(515\)/.test(session.state().reason ?? ''), 2_000, '515');
+    t.mock.timers.tick(0);
+    await until(() => session.state().connected && fake.sockets.length === 2, 2_000, 'linked and open');
+    // Well within STABLE_OPEN_MS of the open, the platform goes away (docs/decisions/0025-live-engine.md): the
+    // pairing's restart was no failed login, so this is the first step (1 s; the jitter source answers 0.5).
+    t.mock.timers.tick(5_000);
+    sock().close(428, 'Connection Closed');
+    await until(() => !session.state().connected, 2_000, 'the close');
+    assert.equal(session.state().reason, 'connection closed (428); reconnecting in 1 s');
+    t.mock.timers.tick(999);
+    assert.equal(fake.sockets.length, 2, 'not before the backoff');
+    t.mock.timers.tick(1);
+    await until(() => session.state().connected && fake.sockets.length === 3, 2_000, 'reopened');
+    t.mock.timers.reset();
+  });
+
   it('restarts (515) right after each open back off: at once, 2 s, 4 s, and at once again after a stable open', async (t: TestContext) => {
     const { session, fake, rc, sock } = await setup();
     await session.connect();

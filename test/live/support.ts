@@ -179,6 +179,41 @@ export async function waitForStatus(app: LiveApp, connected: boolean, loggedIn: 
   }
 }
 
+/**
+ * The `SessionStatus` events recorded for `app`'s instance (its connect subscribed to them), oldest first: `status`
+ * and `reason`.
+ */
+export async function sessionStatuses(app: LiveApp): Promise<{ status: string; reason?: string }[]> {
+  const rows = await app.t.services.store.db
+    .selectFrom('webhook_events')
+    .select('payload')
+    .where('instance_id', '=', app.instanceId)
+    .where('type', '=', 'SessionStatus')
+    .orderBy('sequence')
+    .execute();
+  return rows.map((row) => {
+    const { status, reason } = (JSON.parse(row.payload) as { event: { status: string; reason?: string } })
+      .event;
+    return reason === undefined ? { status } : { status, reason };
+  });
+}
+
+/**
+ * How many `SessionStatus` events are recorded for `app`'s instance once the last is `connected` (waited for up to
+ * `ms`): the status endpoint can read as connected a moment before that event is recorded, so a test counting the
+ * events that follow waits here first.
+ */
+export function statusesUntilConnected(app: LiveApp, ms = WAIT_MS): Promise<number> {
+  return until(
+    'the connection recorded',
+    async () => {
+      const statuses = await sessionStatuses(app);
+      return statuses.at(-1)?.status === 'connected' ? statuses.length : undefined;
+    },
+    ms,
+  );
+}
+
 /** The simulator's view of `phone`'s companion device 1. */
 export async function companion(
   sim: Simulator,

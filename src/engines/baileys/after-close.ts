@@ -28,11 +28,15 @@ export interface ClosedSocket {
   refusals: number;
   /** Refusals in a row after which a reconnecting login stops (`LifecycleOptions.loginRefusalLimit`). */
   refusalLimit: number;
-  /** Version refreshes since the connect, or since the connection last stayed open (`STABLE_OPEN_MS`). */
+  /**
+   * Version refreshes since the connect's first open (since the connect, before it), or since the connection last
+   * stayed open (`STABLE_OPEN_MS`).
+   */
   refreshes: number;
   /**
-   * Reconnects since the connect, or since the connection last stayed open (`STABLE_OPEN_MS`): a connection the
-   * platform ends sooner does not start the series over.
+   * Reconnects over the same span as {@link refreshes} (`Reconnects.attempt`): the pairing's restart counts only until
+   * the connect's first open, and a later connection the platform ends sooner than `STABLE_OPEN_MS` does not start the
+   * series over.
    */
   attempt: number;
   /** Random numbers in [0, 1) for the backoff's jitter. */
@@ -55,8 +59,8 @@ export type AfterClose =
  * connecting, a 515 or the first 405 opens a new socket and anything else fails the connect; a pairing attempt that
  * closes for any code but 515 ends and deletes what it stored; a login refused `refusalLimit` times in a row stops
  * with the cause `restricted`; otherwise the close-code table's action, a refresh-version stopping after three in a
- * row, and a reconnect waiting {@link backoffDelayMs} (none after a version refresh, nor for the first 515 since
- * the connect or since the connection last stayed open, `attempt` 0: the platform's restart after pairing).
+ * row, and a reconnect waiting {@link backoffDelayMs} (none after a version refresh, nor for a 515 at `attempt` 0:
+ * the platform's restart after pairing, or the first since the connect's first open or a stable open).
  * @returns the plan and the refusals counted since the last open, this close included.
  */
 export function planAfterClose(closed: ClosedSocket): { plan: AfterClose; refusals: number } {
@@ -100,8 +104,8 @@ export function planAfterClose(closed: ClosedSocket): { plan: AfterClose; refusa
       return { kind: 'retry', delayMs: 0, refreshVersion: true, reason: decision.reason };
     }
     // The platform's restart (515, after pairing above all) is answered with a new socket at once when it is the
-    // first reconnect since the connect or since the connection last stayed open; one that comes again sooner (before
-    // an open, or right after a short one) backs off like any other close.
+    // first reconnect since the connect, its first open or the connection last staying open; one that comes again
+    // sooner (before an open, or right after a short one) backs off like any other close.
     const delayMs =
       decision.code === 515 && closed.attempt === 0 ? 0 : backoffDelayMs(closed.attempt, closed.random);
     const reason =

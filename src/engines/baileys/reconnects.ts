@@ -5,14 +5,18 @@ import { STABLE_OPEN_MS } from './close-policy.ts';
 /**
  * What a live session's reopenings carry from one socket to the next within a connection
  * (docs/decisions/0016-session-lifecycle.md, docs/decisions/0025-live-engine.md): the attempts (the backoff's
- * exponent in `close-policy.ts`) and the platform version refreshes since the connection last stayed open
- * {@link STABLE_OPEN_MS}, the platform refusals in a row since it last opened, the platform version the next socket
- * opens with, the one pending retry timer and the timer of an open connection's stable time. Every count starts over
- * at each connect (`reset`); the refusals at each open, the others once the connection stayed open (`opened`). The
- * timers end with the socket (`closed`, `cancel`).
+ * exponent in `close-policy.ts`) and the platform version refreshes since the connect's first open or since the
+ * connection last stayed open {@link STABLE_OPEN_MS}, the platform refusals in a row since it last opened, the
+ * platform version the next socket opens with, the one pending retry timer and the timer of an open connection's
+ * stable time. Every count starts over at each connect (`reset`); the refusals at each open, the others at the
+ * connect's first open (what came before it was the pairing's: its restart) and once the connection stayed open
+ * (`opened`). The timers end with the socket (`closed`, `cancel`).
  */
 export class Reconnects {
-  /** Reopenings after a close since the connect or since the connection last stayed open {@link STABLE_OPEN_MS}. */
+  /**
+   * Reopenings after a close since the connect's first open (since the connect, before it) or since the connection
+   * last stayed open {@link STABLE_OPEN_MS}.
+   */
   attempt = 0;
   /** Platform version refreshes over the same span as {@link attempt}. */
   refreshes = 0;
@@ -20,6 +24,8 @@ export class Reconnects {
   refusals = 0;
   /** The platform version the next socket announces; undefined lets Baileys use its own. */
   version: WAVersion | undefined;
+  /** True once a connection opened since the connect ({@link reset}). */
+  #openedSinceConnect = false;
   #timer: NodeJS.Timeout | undefined;
   #stable: NodeJS.Timeout | undefined;
   readonly #fetchVersion: () => Promise<WAVersion>;
@@ -45,15 +51,24 @@ export class Reconnects {
     this.attempt = 0;
     this.refreshes = 0;
     this.refusals = 0;
+    this.#openedSinceConnect = false;
   }
 
   /**
-   * The connection opened: the login was accepted, so the refusals in a row start over at once; the attempts and
-   * version refreshes start over once it has stayed open {@link STABLE_OPEN_MS} ms (unless {@link closed} or
-   * {@link cancel} came first), so a platform that ends each login at once keeps backing off.
+   * The connection opened: the login was accepted, so the refusals in a row start over at once. The attempts and
+   * version refreshes start over at once too when this is the connect's first open: what a connect counts before it
+   * is its pairing's (the platform's restart, 515, after the link, and logins after it that failed before opening)
+   * and a version refresh while connecting, none of which says anything of a platform that has now accepted the
+   * login. At a later open they start over once it has stayed open {@link STABLE_OPEN_MS} ms (unless {@link closed}
+   * or {@link cancel} came first), so a platform that ends each login at once keeps backing off.
    */
   opened(): void {
     this.refusals = 0;
+    if (!this.#openedSinceConnect) {
+      this.#openedSinceConnect = true;
+      this.attempt = 0;
+      this.refreshes = 0;
+    }
     this.#endStable();
     // Unreferenced: bookkeeping only, it must not keep a process up.
     this.#stable = setTimeout(() => {
