@@ -379,7 +379,8 @@ export class MessagingService {
    * Sends read receipts for received messages `ids` of chat `chatPhone` (`senderPhone`: their author, required
    * in groups), then records a `read` event so the messages move to `read` through the event pipeline. A
    * `<lid>@lid` chat is recorded under the phone JID parley keeps for the LID, where received messages are stored
-   * (docs/decisions/0038-lid-mappings.md). A one-to-one chat's number is checked first, as a send's is (registration-check.ts).
+   * (docs/decisions/0038-lid-mappings.md). A one-to-one chat's number is checked first, as a send's is
+   * (registration-check.ts).
    * @throws DomainError not_registered for an unregistered one-to-one chat; engine errors as raised.
    */
   async markRead(

@@ -18,7 +18,9 @@ for (const dialect of testDialects()) {
     const shop = '5541999991000';
     const ana = '5541988881000';
     const nobody = '5541977771000';
-    const notRegistered = { error: { code: 422, message: `recipient ${nobody} is not registered on the platform` } };
+    const notRegistered = {
+      error: { code: 422, message: `recipient ${nobody} is not registered on the platform` },
+    };
 
     before(async () => {
       sim = await startTestSimulator();
@@ -44,7 +46,10 @@ for (const dialect of testDialects()) {
     });
 
     it('read receipts to an unregistered number answer 422; a registered one 200', async () => {
-      const answer = await app.live('POST', '/v1/messages/read', { chatPhone: nobody, id: ['3A0000000000000001'] });
+      const answer = await app.live('POST', '/v1/messages/read', {
+        chatPhone: nobody,
+        id: ['3A0000000000000001'],
+      });
       assert.equal(answer.status, 422, JSON.stringify(answer.body));
       assert.deepEqual(answer.body, notRegistered);
       const ok = await app.live('POST', '/v1/messages/read', { chatPhone: ana, id: ['3A0000000000000001'] });
