@@ -16,6 +16,7 @@ import type { SendQueue } from '../sends/queue.ts';
 import { messageReport } from '../sends/queue-deps.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
+import { takeHeldReceipts } from '../store/held-receipts.ts';
 import { findStoredMessage } from '../store/messages.ts';
 import { cancelSendJob, findSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import { storedChatOf } from './chats.ts';
@@ -298,7 +299,11 @@ export class MessagingService {
       instance.id,
       async (trx) => {
         const cancel = await cancelSendJob(trx, instance.id, id, at);
-        return { result: cancel, reports: cancel?.canceled ? [messageReport(id, 'canceled', at)] : [] };
+        if (!cancel?.canceled) return { result: cancel, reports: [] };
+        // A job handed back after an unconfirmed relay may hold receipts: they follow its outcome
+        // (docs/decisions/0104-receipts-before-their-send.md).
+        const events = await takeHeldReceipts(trx, instance.id, [id]);
+        return { result: cancel, reports: [messageReport(id, 'canceled', at)], events };
       },
       { id, error: canceledError },
     );
