@@ -2,7 +2,7 @@ import { CompiledQuery, type Kysely } from 'kysely';
 import type { AdvanceRow } from './instance-routing.ts';
 import { KEY_LOOKUPS } from './pg-key-lookups.ts';
 import type { Database } from './schema.ts';
-import { heldReceiptsOf, markSendJobsSent, markSentSetPostgres } from './send-job-marks.ts';
+import { markSendJobsSent, markSentSetPostgres, noHeldReceiptsOf } from './send-job-marks.ts';
 
 /**
  * Sent marks that ride on the sequence's advance on PostgreSQL (docs/decisions/0087-sent-marks-with-the-advance.md).
@@ -96,7 +96,7 @@ export async function runRidingMarks(trx: Kysely<Database>, instanceId: string):
 export const ADVANCE_MARKING_POSTGRES = `with marked as (
   update send_jobs ${markSentSetPostgres('$3::bigint')}
   where instance_id = $1::varchar and id = any ($4::varchar[]) and status = 'sending'
-    and not ${heldReceiptsOf('send_jobs')}
+    and ${noHeldReceiptsOf('send_jobs')}
   returning id
 ), advanced as (
   insert into webhook_state (instance_id, last_sequence)
@@ -120,7 +120,7 @@ export const ADVANCE_MANY_MARKING_POSTGRES = `${KEY_LOOKUPS} with marks as (
   from marks
   where s.instance_id = any ($3::varchar[]) and s.id = any ($4::varchar[])
     and s.instance_id = marks.instance_id and s.id = marks.id and coalesce(s.status, '') = 'sending'
-    and not ${heldReceiptsOf('s')}
+    and ${noHeldReceiptsOf('s')}
   returning s.instance_id, s.id
 ), advanced as (
   insert into webhook_state (instance_id, last_sequence)

@@ -144,13 +144,13 @@ export async function advanceOrHoldReceipt(
  * $11 the hold's time (epoch ms).
  */
 const ADVANCE_OR_HOLD_POSTGRES = `with advanced as (
-  update messages set state = $4::varchar, state_at = $5::bigint
+  update "messages" set state = $4::varchar, state_at = $5::bigint
   where instance_id = $1::varchar and id = any ($2::varchar[]) and state = any ($3::varchar[])
     and chat = $6::varchar and from_me = 1
   returning id
 ), held as (
-  insert into held_receipts (instance_id, message_id, state, sender, receipt, held_at)
-  select j.instance_id, j.id, $4::varchar, $9::varchar, $10::text, $11::bigint from send_jobs j
+  insert into "held_receipts" (instance_id, message_id, state, sender, receipt, held_at)
+  select j.instance_id, j.id, $4::varchar, $9::varchar, $10::text, $11::bigint from "send_jobs" j
   where j.instance_id = $1::varchar and j.id = any ($2::varchar[]) and j.status in ('pending', 'sending')
     and (j.chat = any ($7::varchar[]) or j.chat in (
       select l.lid || '@lid' from lid_mappings l where l.instance_id = $1::varchar and l.phone = $8::varchar))

@@ -60,6 +60,17 @@ export function heldReceiptsOf(table: string): string {
 }
 
 /**
+ * The SQL, on either store, of a condition that no receipts are held for the `send_jobs` row `table` names:
+ * {@link heldReceiptsOf} negated, its subquery fenced by an `offset` (PostgreSQL turns an `exists` with none into an
+ * anti-join, which may read the table's index whole; SQLite takes an offset only after a limit), so that each job's
+ * key is looked up in `held_receipts` (test/store/key-lookup-plans.test.ts).
+ */
+export function noHeldReceiptsOf(table: string): string {
+  return `not exists (select 1 from held_receipts h
+    where h.instance_id = ${table}.instance_id and h.message_id = ${table}.id limit 1 offset 0)`;
+}
+
+/**
  * The `set` clause of a job's `sent` mark on PostgreSQL, `at` the SQL of its time (epoch ms): the status, the time
  * (`sent_at`, `updated_at`), the lease released and the payload dropped (the message row holds the content now).
  * Shared by {@link MARK_SEND_JOBS_SENT_POSTGRES} and the marks that ride on the sequence's advance
@@ -82,7 +93,7 @@ returning id, mode, ${heldReceiptsOf('send_jobs')} as held`;
 /** {@link MARK_SEND_JOBS_SENT_POSTGRES} leaving the jobs with held receipts unmarked (`unlessHeld`). */
 const MARK_UNLESS_HELD_POSTGRES = `update send_jobs ${markSentSetPostgres('$2::bigint')}
 where instance_id = $1::varchar and id = any ($3::varchar[]) and status = 'sending'
-  and not ${heldReceiptsOf('send_jobs')}
+  and ${noHeldReceiptsOf('send_jobs')}
 returning id, mode, false as held`;
 
 /** The update of {@link markSendJobsSent} on SQLite (compiled per number of jobs, src/store/compiled.ts). */
@@ -115,7 +126,7 @@ function markStatementSqlite(unlessHeld: boolean) {
         jobs.map((job) => job.id),
       )
       .where('status', '=', 'sending')
-      .$if(unlessHeld, (qb) => qb.where(sql<boolean>`not ${sql.raw(heldReceiptsOf('send_jobs'))}`))
+      .$if(unlessHeld, (qb) => qb.where(sql<boolean>`${sql.raw(noHeldReceiptsOf('send_jobs'))}`))
       .returning(['id', 'mode', sql<number>`${sql.raw(heldReceiptsOf('send_jobs'))}`.as('held')]),
   );
 }
