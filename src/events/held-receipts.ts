@@ -1,5 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
+import { extended } from '../domain/objects.ts';
 import type { Database } from '../store/schema.ts';
 
 /**
@@ -33,6 +34,6 @@ export class HeldReceipts {
     if (ids === undefined) return event;
     const left = event.messageIds.filter((id) => !ids.has(id));
     if (left.length === 0) return undefined;
-    return { ...event, messageIds: left };
+    return extended(event, { messageIds: left });
   }
 }
