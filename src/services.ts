@@ -222,7 +222,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     liveEngineTuning: options.liveEngineTuning,
     restoreRetry: options.restoreRetry,
   });
-  const { recorder, sessions, live, copies } = engines;
+  const { recorder, sessions, live, copies, held } = engines;
   const cluster = wireCluster(config, {
     store,
     storeClock,
@@ -261,6 +261,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     logger,
     recorder,
     copies,
+    held,
     metrics,
     feed,
     nodeId: nodes.id,

@@ -177,7 +177,7 @@ export function createApplication(deps: ApplicationDeps): Application {
       clock,
     }),
     media: mediaService,
-    messageUpdates: new MessageUpdateService({ store, sessions, clock }),
+    messageUpdates: new MessageUpdateService({ store, sessions, clock, registrations }),
     forward: new ForwardService({ store, media: mediaService }),
     contacts: new ContactService({ store, sessions, registrations }),
     groups: new GroupService({ sessions }),

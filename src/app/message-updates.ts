@@ -1,3 +1,4 @@
+import type { RegistrationCache } from '../contacts/registration-cache.ts';
 import type { Clock } from '../domain/clock.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
@@ -9,6 +10,7 @@ import type { Store } from '../store/database.ts';
 import { findLidMappingByLid } from '../store/lid-mappings.ts';
 import { findStoredMessage, type StoredMessage } from '../store/messages.ts';
 import { chatJidOf } from './messaging.ts';
+import { requireRegistered } from './registration-check.ts';
 
 /**
  * How long after sending a text message WhatsApp lets its sender edit it: 15 minutes, in ms (WhatsApp Help
@@ -33,11 +35,18 @@ export class MessageUpdateService {
   readonly #store: Store;
   readonly #sessions: SessionManager;
   readonly #clock: Clock;
+  readonly #registrations: RegistrationCache;
 
-  constructor(deps: { store: Store; sessions: SessionManager; clock: Clock }) {
+  constructor(deps: {
+    store: Store;
+    sessions: SessionManager;
+    clock: Clock;
+    registrations: RegistrationCache;
+  }) {
     this.#store = deps.store;
     this.#sessions = deps.sessions;
     this.#clock = deps.clock;
+    this.#registrations = deps.registrations;
   }
 
   /**
@@ -102,10 +111,13 @@ export class MessageUpdateService {
 
   /**
    * Shows `state` in chat `phone`: composing (typing), recording (a voice note), paused, or the account's
-   * availability (available, unavailable). Nothing is recorded. @throws engine errors as raised.
+   * availability (available, unavailable). Nothing is recorded. A one-to-one chat's number is checked first, whatever
+   * the state, as a send's is (registration-check.ts), so both engines answer an unknown number alike.
+   * @throws DomainError not_registered for an unregistered one-to-one chat; engine errors as raised.
    */
   async presence(instance: Instance, input: { phone: string; state: ChatPresenceState }): Promise<void> {
     const session = this.#sessions.ready(instance);
+    await requireRegistered(this.#registrations, instance, session, input.phone);
     await session.sendPresence(chatJidOf(input.phone), input.state);
   }
 }

@@ -16,9 +16,11 @@ import type { SendQueue } from '../sends/queue.ts';
 import { messageReport } from '../sends/queue-deps.ts';
 import type { SessionManager } from '../sessions/manager.ts';
 import type { Store } from '../store/database.ts';
+import { takeHeldReceipts } from '../store/held-receipts.ts';
 import { findStoredMessage } from '../store/messages.ts';
 import { cancelSendJob, findSendJob, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import { storedChatOf } from './chats.ts';
+import { requireRegistered } from './registration-check.ts';
 
 /** True when a chat address (`phone` field) is a group JID rather than a phone number. */
 export function isGroupAddress(address: string): boolean {
@@ -197,7 +199,7 @@ export class MessagingService {
     const earlier = await this.#storedUnder(instance, fixedId);
     if (earlier) return this.#outcomeOf(earlier, origin.signal);
     const session = this.#sessions.ready(instance);
-    await this.#requireRegistered(instance, session, input.phone);
+    await requireRegistered(this.#registrations, instance, session, input.phone);
     await this.#requireQuotable(instance, input);
     const job = await this.#job(instance, session, input, await content(), 'sync', null, fixedId);
     let outcome: () => Promise<SentMessage>;
@@ -268,7 +270,8 @@ export class MessagingService {
     const session = this.#sessions.existing(instance.id);
     const state = session?.state();
     if (!(state ? state.loggedIn : instance.jid !== null)) throw errors.notLoggedIn();
-    if (session && state?.connected) await this.#requireRegistered(instance, session, input.phone);
+    if (session && state?.connected)
+      await requireRegistered(this.#registrations, instance, session, input.phone);
     await this.#requireQuotable(instance, input);
     const job = await this.#job(instance, session, input, await content(), 'async', sendAt, fixedId);
     try {
@@ -296,7 +299,11 @@ export class MessagingService {
       instance.id,
       async (trx) => {
         const cancel = await cancelSendJob(trx, instance.id, id, at);
-        return { result: cancel, reports: cancel?.canceled ? [messageReport(id, 'canceled', at)] : [] };
+        if (!cancel?.canceled) return { result: cancel, reports: [] };
+        // A job handed back after an unconfirmed relay may hold receipts: they follow its outcome
+        // (docs/decisions/0104-receipts-before-their-send.md).
+        const events = await takeHeldReceipts(trx, instance.id, [id]);
+        return { result: cancel, reports: [messageReport(id, 'canceled', at)], events };
       },
       { id, error: canceledError },
     );
@@ -364,7 +371,7 @@ export class MessagingService {
    */
   async react(instance: Instance, input: ReactInput): Promise<SentMessage> {
     const session = this.#sessions.ready(instance);
-    await this.#requireRegistered(instance, session, input.phone);
+    await requireRegistered(this.#registrations, instance, session, input.phone);
     let author: Jid | undefined;
     if (input.senderPhone !== undefined) author = userJid(input.senderPhone);
     else if (isGroupAddress(input.phone) && !input.fromMe) {
@@ -377,13 +384,16 @@ export class MessagingService {
    * Sends read receipts for received messages `ids` of chat `chatPhone` (`senderPhone`: their author, required
    * in groups), then records a `read` event so the messages move to `read` through the event pipeline. A
    * `<lid>@lid` chat is recorded under the phone JID parley keeps for the LID, where received messages are stored
-   * (docs/decisions/0038-lid-mappings.md).
+   * (docs/decisions/0038-lid-mappings.md). A one-to-one chat's number is checked first, as a send's is
+   * (registration-check.ts).
+   * @throws DomainError not_registered for an unregistered one-to-one chat; engine errors as raised.
    */
   async markRead(
     instance: Instance,
     input: { chatPhone: string; ids: readonly string[]; senderPhone?: string | undefined },
   ): Promise<void> {
     const session = this.#sessions.ready(instance);
+    await requireRegistered(this.#registrations, instance, session, input.chatPhone);
     const chat = chatJidOf(input.chatPhone);
     const ids = [...new Set(input.ids)];
     await session.markRead(
@@ -413,22 +423,5 @@ export class MessagingService {
       storedChatOf(this.#store.db, instance.id, chat),
     ]);
     if (stored !== destination) throw errors.quotedElsewhere();
-  }
-
-  /**
-   * Checks that the recipient of a one-to-one chat is registered on the platform, through the registration cache
-   * (docs/decisions/0001-envelope-and-error-codes.md); group chats are checked by the engine (membership), and so
-   * are `<lid>@lid` addresses (a LID has no phone number to check; docs/decisions/0038-lid-mappings.md). A status's
-   * audience is not checked: the platform shows it to the users it has devices for
-   * (docs/decisions/0044-status-stories.md).
-   */
-  async #requireRegistered(instance: Instance, session: EngineSession, address: string): Promise<void> {
-    if (isGroupAddress(address) || isLidAddress(address) || address === STATUS_BROADCAST) return;
-    const [check] = await this.#registrations.check(instance.id, [address], (phones) =>
-      session.checkPhones(phones),
-    );
-    if (!check?.isInPlatform) {
-      throw new DomainError('not_registered', `recipient ${address} is not registered on the platform`);
-    }
   }
 }

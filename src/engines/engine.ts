@@ -157,6 +157,13 @@ export interface EngineSessionContext {
    */
   findMessage(id: string): Promise<EngineMessage | undefined>;
   /**
+   * The phone number (digits) of the phone↔LID pair parley keeps for LID `lid` (digits) of this instance
+   * (`lid_mappings`, docs/decisions/0038-lid-mappings.md), undefined when none is kept: an engine whose own memory
+   * of pairs starts empty (after a restart or a hand-over) names a user it knows by phone JID in its payloads.
+   * Absent: no kept pair is asked. @throws the store's error (not retried).
+   */
+  keptLidPhone?(lid: string): Promise<string | undefined>;
+  /**
    * The instance's call handling, read when a call offer arrives
    * (docs/decisions/0026-chats-edits-polls-and-calls.md): with `reject` the engine rejects the call and sends
    * `message` (when set) to the caller. Absent: calls are never rejected.

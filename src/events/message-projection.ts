@@ -4,6 +4,7 @@ import { LID_DOMAIN, type LidMapping, lidJid, lidOfJid } from '../domain/lids.ts
 import type { EngineEvent, EngineMessage, Jid } from '../domain/messages.ts';
 import { phoneOfJid, userJid } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
+import { advanceOrHoldReceipt } from '../store/held-receipts.ts';
 import { keptPhoneJids } from '../store/lid-mappings.ts';
 import { moveLidChatMessages } from '../store/lid-moves.ts';
 import {
@@ -16,6 +17,7 @@ import {
 } from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
 import { deferWrites, runWriteGroup, type TableWrites } from '../store/write-groups.ts';
+import type { HeldReceipts } from './held-receipts.ts';
 import type { MessageCopies } from './message-copies.ts';
 import type { EventProjection } from './recorder.ts';
 
@@ -28,7 +30,9 @@ import type { EventProjection } from './recorder.ts';
  * - `history`: the same for every message of the synced chats;
  * - `receipt`: moves the acknowledged messages of the receipt's chat forward (`delivered` → `read` → `played`),
  *   never backwards. In a group the first member's receipt moves the message (the platform's per-member receipts
- *   are not kept);
+ *   are not kept). With `held`, another user's receipt naming a send job still `pending` or `sending` (its message
+ *   not recorded yet: its relay's ack was lost) is held for it and noted there, for the outbox to leave out until
+ *   the job's message is recorded (docs/decisions/0104-receipts-before-their-send.md);
  * - `read`: moves the received messages the account read (in that chat, not its own) to `read`;
  * - `messageUpdate`: an edit replaces the stored text, a deletion for everyone drops it
  *   (docs/decisions/0026-chats-edits-polls-and-calls.md); one its message may not take (src/domain/messages.ts
@@ -62,10 +66,13 @@ export class MessageProjection implements EventProjection {
   readonly #copies: MessageCopies | undefined;
   /** Rows buffered in a transaction, by transaction (forgotten with it). */
   readonly #buffers = new WeakMap<Transaction<Database>, Buffered>();
+  /** Where the receipts held for sends not recorded yet are noted for the outbox; none: no receipt is held. */
+  readonly #held: HeldReceipts | undefined;
 
-  constructor(clock: Clock, copies?: MessageCopies) {
+  constructor(clock: Clock, copies?: MessageCopies, held?: HeldReceipts) {
     this.#clock = clock;
     this.#copies = copies;
+    this.#held = held;
   }
 
   async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
@@ -87,18 +94,33 @@ export class MessageProjection implements EventProjection {
         ))
           this.#buffer(trx, message, at);
         return;
-      case 'receipt':
+      case 'receipt': {
         await this.#writeNow(trx, instanceId);
         // Only in the chat the receipt came from, and only messages of the side that was acknowledged (the
         // account's own when a peer acknowledged, the peer's when another device of the account read them): a
         // receipt naming ids of another chat changes nothing, as on a phone.
-        await advanceDeliveryState(trx, instanceId, event.messageIds, event.state, at, {
-          chat: isLid(event.source.chat)
-            ? await keptChat(trx, instanceId, event.source.chat)
-            : event.source.chat,
-          fromMe: !event.source.isFromMe,
+        const chat = isLid(event.source.chat)
+          ? await keptChat(trx, instanceId, event.source.chat)
+          : event.source.chat;
+        if (this.#held === undefined || event.source.isFromMe) {
+          await advanceDeliveryState(trx, instanceId, event.messageIds, event.state, at, {
+            chat,
+            fromMe: !event.source.isFromMe,
+          });
+          return;
+        }
+        // A peer's receipt naming a send whose message is not recorded yet is held for it (held-receipts.ts).
+        const held = await advanceOrHoldReceipt(trx, instanceId, {
+          ids: event.messageIds,
+          state: event.state,
+          source: event.source,
+          timestamp: event.timestamp,
+          chat,
+          at,
         });
+        this.#held.note(trx, event, held);
         return;
+      }
       case 'read':
         await this.#writeNow(trx, instanceId);
         await advanceDeliveryState(trx, instanceId, event.messageIds, 'read', at, {

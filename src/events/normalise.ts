@@ -297,14 +297,19 @@ const RECEIPT_STATES = { delivered: 'Delivered', read: 'Read', played: 'Played' 
 /**
  * Normalises one engine event into its webhook type and payload (docs/api.md#webhook-events,
  * docs/decisions/0018-webhook-events-and-payloads.md); null for events that are not webhook events (`connection`,
- * `contacts`, `read`: a connection change reaches webhooks as the `sessionStatus` event derived from it,
- * src/events/session-status.ts). `mediaUrl` gives downloadable media messages their `event.media` link.
+ * `contacts`, `read`, and a `receipt` of the account's own devices; a connection change reaches webhooks as the
+ * `sessionStatus` event derived from it, src/events/session-status.ts). `mediaUrl` gives downloadable media messages
+ * their `event.media` link.
  */
 export function normaliseEvent(event: EngineEvent, mediaUrl?: MediaUrlOf): NormalisedEvent | null {
   switch (event.type) {
     case 'message':
       return { type: 'Message', event: messageEvent(event.message, mediaUrl) };
     case 'receipt':
+      // The account's own devices reading or playing what others sent (the phone's `read-self`) move the stored
+      // messages only: `ReadReceipt` reports the receipts of others
+      // (docs/decisions/0018-webhook-events-and-payloads.md).
+      if (event.source.isFromMe) return null;
       return {
         type: 'ReadReceipt',
         state: RECEIPT_STATES[event.state],

@@ -12,6 +12,7 @@ import {
   type NewWebhookEvent,
 } from '../store/webhook-events.ts';
 import { deferWrites } from '../store/write-groups.ts';
+import type { HeldReceipts } from './held-receipts.ts';
 import type { MessageCopies } from './message-copies.ts';
 import { type NormalisedEvent, normaliseEvent, webhookBody } from './normalise.ts';
 import type { EventProjection } from './recorder.ts';
@@ -37,6 +38,13 @@ export interface OutboxProjectionOptions {
    * (src/events/message-copies.ts), used before this projection; without it every event makes a webhook event.
    */
   copies?: MessageCopies;
+  /**
+   * Which ids of a `receipt` event the message projection held for a send not recorded yet
+   * (src/events/held-receipts.ts), used before this projection: left out of its `ReadReceipt`, which is not written
+   * when it names none left (docs/decisions/0104-receipts-before-their-send.md). Without it every receipt is
+   * reported as it came.
+   */
+  held?: HeldReceipts;
 }
 
 /**
@@ -83,10 +91,13 @@ export class OutboxProjection implements EventProjection {
   }
 
   async apply(trx: Transaction<Database>, instanceId: string, event: EngineEvent): Promise<void> {
-    const { mediaUrl, copies } = this.#options;
+    const { mediaUrl, copies, held } = this.#options;
     if (copies?.isLeftOut(trx, event)) return;
+    // A receipt held for a send not recorded yet is reported after the send's message (held-receipts.ts).
+    const reported = held === undefined ? event : held.reported(trx, event);
+    if (reported === undefined) return;
     const normalised = normaliseEvent(
-      event,
+      reported,
       mediaUrl === undefined ? undefined : (messageId) => mediaUrl(instanceId, messageId),
     );
     if (!normalised) return;

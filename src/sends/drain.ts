@@ -2,7 +2,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
 import { errors } from '../domain/errors.ts';
+import type { EngineEvent } from '../domain/messages.ts';
 import type { EngineSession } from '../engines/engine.ts';
+import { takeHeldReceipts } from '../store/held-receipts.ts';
 import type { Database } from '../store/schema.ts';
 import {
   claimNextSendJob,
@@ -178,7 +180,9 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
  * this process waiting for it (one that followed it to another holder, or a forward tried again) carry it, answered
  * `409 message already failed` as from its row (outcomes.ts `endedAnswer`), and its event is left out for them, then
  * recorded if they all left before the answer (waiters.ts `settleOwed`); with none waiting, the event is recorded with
- * the write. Failed jobs are no longer `pending`, so the claims after go on to the jobs accepted behind them.
+ * the write. Failed jobs are no longer `pending`, so the claims after go on to the jobs accepted behind them. The
+ * receipts held for the jobs it ends (src/store/held-receipts.ts: the platform had the message after all) are
+ * recorded after those events (docs/decisions/0104-receipts-before-their-send.md).
  * @throws the store's error (nothing of it kept; the drain tries again in 1 s, handing back first).
  */
 async function handBack(context: DrainContext, instanceId: string, runner: Runner): Promise<void> {
@@ -186,7 +190,7 @@ async function handBack(context: DrainContext, instanceId: string, runner: Runne
   const at = clock();
   const reclaimed = await context.recordWith(
     instanceId,
-    async (trx): Promise<{ result: Reclaimed; reports: SendStatusReport[] }> => {
+    async (trx): Promise<{ result: Reclaimed; reports: SendStatusReport[]; events: EngineEvent[] }> => {
       const result = await reclaimSendingJobs(trx, instanceId, at, runner.relaying.ids());
       const canceled = result.canceled.map((id) => messageReport(id, 'canceled', at));
       // A request waiting for a failed job carries its outcome (waiters.ts `carryOutcome`).
@@ -194,7 +198,9 @@ async function handBack(context: DrainContext, instanceId: string, runner: Runne
         const report = messageReport(id, 'failed', at, RELAY_ATTEMPTS_INTERRUPTED);
         return waiters.carryOutcome({ instanceId, id }, report) ? [] : [report];
       });
-      return { result, reports: [...canceled, ...failed] };
+      // The receipts held for the jobs it ended go out after their outcomes (held-receipts.ts).
+      const events = await takeHeldReceipts(trx, instanceId, [...result.canceled, ...result.failed]);
+      return { result, reports: [...canceled, ...failed], events };
     },
   );
   if (reclaimed.handed > 0)

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { takeHeldReceipts } from '../store/held-receipts.ts';
 import type { Database } from '../store/schema.ts';
 import { finishSendJob } from '../store/send-job-claims.ts';
 import { findSendJob, type SendJob } from '../store/send-jobs.ts';
@@ -33,6 +34,10 @@ export interface FinishJobDeps {
  * event `settle` hands back, which it does when the request left before the outcome reached it (even while this
  * transaction committed).
  *
+ * The receipts held for the job (src/store/held-receipts.ts: they came before its message was recorded, and its
+ * message was recorded without its `sent` mark, or not at all) are taken in the same transaction and recorded after
+ * its outcome, so they are applied and reported (docs/decisions/0104-receipts-before-their-send.md).
+ *
  * A write that finds the job no longer this node's `sending` job is either another holder's (a lost lease,
  * docs/decisions/0008-leases-and-fencing.md) or a try again after a commit whose answer was lost
  * (docs/decisions/0011-store-faults.md): when `lostAnswer` is given, the job's row is read again and `lostAnswer`
@@ -52,7 +57,10 @@ export async function finishJob(
   return untilStored(async () => {
     const mine = await recordWith(job.instanceId, async (trx) => {
       const finished = await finishSendJob(trx, job.instanceId, job.id, nodeId, outcome);
-      return { result: finished, reports: finished && !waiters.carryOutcome(job, report) ? [report] : [] };
+      if (finished === undefined) return { result: false, reports: [] };
+      // Receipts held for the job (its message was not recorded with its mark) are reported after its outcome.
+      const events = finished.held ? await takeHeldReceipts(trx, job.instanceId, [job.id]) : [];
+      return { result: true, reports: waiters.carryOutcome(job, report) ? [] : [report], events };
     });
     if (mine || lostAnswer === undefined) return mine;
     const row = await findSendJob(db, job.instanceId, job.id);

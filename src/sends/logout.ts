@@ -1,6 +1,7 @@
 import type { Transaction } from 'kysely';
 import { DomainError } from '../domain/errors.ts';
 import type { EngineEvent } from '../domain/messages.ts';
+import { takeHeldReceipts } from '../store/held-receipts.ts';
 import type { Database } from '../store/schema.ts';
 import { cancelSendJobsOnLogout } from '../store/send-jobs.ts';
 import { endAccountRestrictions, retireAccountRelays } from '../store/send-pacing.ts';
@@ -37,7 +38,8 @@ export const RETIRED_RELAYS_MS = DAY_MS + 3_600_000;
  *   timelock are cleared, and its relays of the last {@link RETIRED_RELAYS_MS} are marked, so the chats it opened
  *   count against no new-chats cap of the next account; the pace the user set on the instance stays. The node's
  *   memory of them is dropped after the commit (queue.ts `SendQueue.afterCommit`).
- * @returns the `canceled` events (none for any other event).
+ * @returns the `canceled` events, then the receipts held for those jobs
+ *   (docs/decisions/0104-receipts-before-their-send.md); none for any other event.
  * @throws the store's error (the recorder retries or fails the whole batch).
  */
 export async function endAccountOnLogout(
@@ -50,5 +52,9 @@ export async function endAccountOnLogout(
   const ids = await cancelSendJobsOnLogout(trx, instanceId, event.at);
   await retireAccountRelays(trx, instanceId, event.at - RETIRED_RELAYS_MS, event.at);
   await endAccountRestrictions(trx, instanceId, event.at);
-  return ids.map((id): EngineEvent => ({ type: 'messageStatus', id, status: 'canceled', at: event.at }));
+  const canceled = ids.map(
+    (id): EngineEvent => ({ type: 'messageStatus', id, status: 'canceled', at: event.at }),
+  );
+  // A job handed back after an unconfirmed relay may hold receipts: they follow its outcome (held-receipts.ts).
+  return [...canceled, ...(await takeHeldReceipts(trx, instanceId, ids))];
 }

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../domain/clock.ts';
+import type { EngineEvent } from '../domain/messages.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { Database } from '../store/schema.ts';
 import type { SYNC_WAIT_MS } from './sync-deadline.ts';
@@ -13,9 +14,12 @@ export type SendStatusReport =
 /**
  * A write of the send queue whose `MessageStatus` reports commit with it (docs/decisions/0076-status-with-its-write.md):
  * run on `db` (the recorder's transaction), it returns its `result` and the reports its outcome causes (none when it
- * found nothing to change).
+ * found nothing to change), and any other events to record after them (the receipts held for a job it ended,
+ * docs/decisions/0104-receipts-before-their-send.md).
  */
-export type ReportedWrite<T> = (db: Kysely<Database>) => Promise<{ result: T; reports: SendStatusReport[] }>;
+export type ReportedWrite<T> = (
+  db: Kysely<Database>,
+) => Promise<{ result: T; reports: SendStatusReport[]; events?: EngineEvent[] }>;
 
 /** A `MessageStatus` report of job `id`: its outcome `status` at `at` (epoch ms), with the error of a failure. */
 export function messageReport(

@@ -207,7 +207,8 @@ export class SendQueue implements EventProjection {
    * A recorded own `message` whose send job was being relayed (marked `sent` by {@link prepare}): a queued send
    * yields its `MessageStatus` `sent` event, in the same transaction; a synchronous send whose request waits yields
    * none, the answer being its outcome, which stays owed to the request until answered: the relay records the event
-   * if every such request has left by then (waiters.ts `carry`, docs/decisions/0009-sends-as-jobs.md). A
+   * if every such request has left by then (waiters.ts `carry`, docs/decisions/0009-sends-as-jobs.md); the receipts
+   * held for the job follow it (docs/decisions/0104-receipts-before-their-send.md). A
    * `SessionStatus` `logged_out` ends the account's pending sends and pacing state in the same transaction (logout.ts
    * `endAccountOnLogout`, docs/decisions/0074-logout-cancels-pending-sends.md, docs/decisions/0013-pacing.md).
    */

@@ -1,10 +1,10 @@
 import type { Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
-import type { SendMode } from '../domain/sends.ts';
 import { rideWithAdvance } from '../store/advance-marks.ts';
 import { isPostgres } from '../store/compiled.ts';
+import { takeHeldReceipts } from '../store/held-receipts.ts';
 import type { Database } from '../store/schema.ts';
-import { markSendJobsSent } from '../store/send-job-marks.ts';
+import { type MarkedJob, markSendJobsSent } from '../store/send-job-marks.ts';
 
 /** A job of an instance, by id. */
 type JobRef = { instanceId: string; id: string };
@@ -17,8 +17,11 @@ type JobRef = { instanceId: string; id: string };
  * ({@link SentMarks.takeRecorded}), so the relay does not finish them a second time.
  */
 export class SentMarks {
-  /** The jobs {@link mark} marked sent in a transaction (their ids, each with its job's mode) and when (epoch ms). */
-  readonly #marked = new WeakMap<Transaction<Database>, { at: number; modes: Map<string, SendMode> }>();
+  /**
+   * The jobs {@link mark} marked sent in a transaction (their ids, each with its job's mode and whether receipts are
+   * held for it) and when (epoch ms).
+   */
+  readonly #marked = new WeakMap<Transaction<Database>, { at: number; jobs: Map<string, MarkedJob> }>();
   /**
    * Jobs (`instanceId/id`) whose `message` event {@link derive} took, or whose job a mark riding on the advance
    * marked, in a transaction not committed yet: they count as recorded only once {@link committed} saw it commit (a
@@ -81,27 +84,33 @@ export class SentMarks {
       });
       return;
     }
-    this.#marked.set(trx, { at, modes: await markSendJobsSent(trx, instanceId, ids, at) });
+    this.#marked.set(trx, { at, jobs: await markSendJobsSent(trx, instanceId, ids, at) });
   }
 
   /**
    * For a recorded own `message` whose job {@link mark} marked sent in `trx`: a queued send's `MessageStatus`
    * `sent` event (none when `carriedByRequest`, given the job and its `sent` time, says a request waits for the
-   * outcome: its answer carries it).
+   * outcome: its answer carries it), then the receipts held for the job, taken from the store (src/store/
+   * held-receipts.ts: they came before its message was recorded, docs/decisions/0104-receipts-before-their-send.md),
+   * so they are applied to the message and reported after it.
    * Each job's outcome is taken once: a message the batch holds twice (an echo) has one. Other events yield none.
+   * @throws the store's error (the recorder's transaction rolls back).
    */
-  derive(
+  async derive(
     trx: Transaction<Database>,
     instanceId: string,
     event: EngineEvent,
     carriedByRequest: (job: JobRef, at: number) => boolean,
-  ): EngineEvent[] {
+  ): Promise<EngineEvent[]> {
     if (event.type !== 'message' || !event.message.source.isFromMe) return [];
     const marked = this.#marked.get(trx);
-    if (!marked?.modes.delete(event.message.id)) return [];
+    const job = marked?.jobs.get(event.message.id);
+    if (marked === undefined || job === undefined) return [];
+    marked.jobs.delete(event.message.id);
     this.#deriving.add(`${instanceId}/${event.message.id}`);
-    if (carriedByRequest({ instanceId, id: event.message.id }, marked.at)) return [];
-    return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at: marked.at }];
+    const held = job.held ? await takeHeldReceipts(trx, instanceId, [event.message.id]) : [];
+    if (carriedByRequest({ instanceId, id: event.message.id }, marked.at)) return held;
+    return [{ type: 'messageStatus', id: event.message.id, status: 'sent', at: marked.at }, ...held];
   }
 
   /**

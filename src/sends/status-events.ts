@@ -18,7 +18,8 @@ export async function recordSendStatus(
 
 /**
  * Runs the send queue's `write` in the recorder's transaction with the events of the reports it returns
- * (docs/decisions/0076-status-with-its-write.md): the job's change and its `MessageStatus` event commit together.
+ * (docs/decisions/0076-status-with-its-write.md): the job's change and its `MessageStatus` event commit together,
+ * with the other events the write returns after them.
  * @returns the write's result, once committed.
  * @throws the write's, a projection's or the store's error (nothing of it kept).
  */
@@ -28,8 +29,8 @@ export function recordWithStatus<T>(
   write: ReportedWrite<T>,
 ): Promise<T> {
   return recorder.recordWith(instanceId, async (trx) => {
-    const { result, reports } = await write(trx);
-    return { result, events: reports.map(statusEvent) };
+    const { result, reports, events = [] } = await write(trx);
+    return { result, events: [...reports.map(statusEvent), ...events] };
   });
 }
 

@@ -5,6 +5,7 @@ import type { AuthEntry, EngineSession } from '../engines/engine.ts';
 import { SessionStatusTracker } from '../events/session-status.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
 import type { LeaseFence } from '../store/leases.ts';
+import { findLidMappingByLid } from '../store/lid-mappings.ts';
 import type { Database } from '../store/schema.ts';
 import { RetryingAuthStateStore } from './auth-retry.ts';
 import type { RecordBacklog } from './backlog.ts';
@@ -167,6 +168,7 @@ export function createEngineSession(
     emitWith,
     waiting: () => backlog.enter(),
     findMessage: (id) => findMessage(instanceId, id),
+    keptLidPhone: async (lid) => (await findLidMappingByLid(db, instanceId, lid))?.phone,
     ...(callSettings ? { callSettings: () => callSettings(instanceId) } : {}),
     logger: sessionLogger,
     clock,

@@ -2,7 +2,7 @@ import { CompiledQuery, type Kysely } from 'kysely';
 import type { AdvanceRow } from './instance-routing.ts';
 import { KEY_LOOKUPS } from './pg-key-lookups.ts';
 import type { Database } from './schema.ts';
-import { markSendJobsSent, markSentSetPostgres } from './send-job-marks.ts';
+import { markSendJobsSent, markSentSetPostgres, noHeldReceiptsOf } from './send-job-marks.ts';
 
 /**
  * Sent marks that ride on the sequence's advance on PostgreSQL (docs/decisions/0087-sent-marks-with-the-advance.md).
@@ -14,6 +14,11 @@ import { markSendJobsSent, markSentSetPostgres } from './send-job-marks.ts';
  * transaction ({@link rideWithAdvance}), and the statement that advances the instance's sequence
  * (src/store/instance-routing.ts `routeAndAdvance`, src/store/shared-advances.ts for a turn's shared transaction)
  * takes it along ({@link takeRidingMarks}) and answers the jobs it marked: one round trip instead of two.
+ *
+ * A job with receipts held for it (src/store/held-receipts.ts, docs/decisions/0104-receipts-before-their-send.md) is
+ * not marked there: its receipts are events to record after its message, which a mark made with the advance cannot
+ * add. It stays `sending`, answered as not marked, and its relay finishes it in a transaction of its own with those
+ * receipts (src/sends/finish.ts).
  */
 
 /**
@@ -39,8 +44,8 @@ export interface RidingMarks {
   readonly at: number;
   /**
    * Given, inside the transaction and before anything else runs in it, the ids of the jobs the statement marked
-   * (those that were `sending`; the others had been ended already, by another holder or a try before, or are
-   * messages the account sent from elsewhere).
+   * (those that were `sending` with no receipts held; the others had been ended already, by another holder or a try
+   * before, or are messages the account sent from elsewhere, or are left to their relay's finish).
    */
   readonly answer: (marked: ReadonlySet<string>) => void;
 }
@@ -76,7 +81,7 @@ export function takeRidingMarks(trx: Kysely<Database>, instanceId: string): Ridi
 export async function runRidingMarks(trx: Kysely<Database>, instanceId: string): Promise<void> {
   const marks = takeRidingMarks(trx, instanceId);
   if (marks === undefined) return;
-  const marked = await markSendJobsSent(trx, instanceId, marks.ids, marks.at);
+  const marked = await markSendJobsSent(trx, instanceId, marks.ids, marks.at, true);
   marks.answer(new Set(marked.keys()));
 }
 
@@ -91,6 +96,7 @@ export async function runRidingMarks(trx: Kysely<Database>, instanceId: string):
 export const ADVANCE_MARKING_POSTGRES = `with marked as (
   update send_jobs ${markSentSetPostgres('$3::bigint')}
   where instance_id = $1::varchar and id = any ($4::varchar[]) and status = 'sending'
+    and ${noHeldReceiptsOf('send_jobs')}
   returning id
 ), advanced as (
   insert into webhook_state (instance_id, last_sequence)
@@ -114,6 +120,7 @@ export const ADVANCE_MANY_MARKING_POSTGRES = `${KEY_LOOKUPS} with marks as (
   from marks
   where s.instance_id = any ($3::varchar[]) and s.id = any ($4::varchar[])
     and s.instance_id = marks.instance_id and s.id = marks.id and coalesce(s.status, '') = 'sending'
+    and ${noHeldReceiptsOf('s')}
   returning s.instance_id, s.id
 ), advanced as (
   insert into webhook_state (instance_id, last_sequence)

@@ -355,9 +355,25 @@ export interface Database {
   send_pacing: SendPacingTable;
   idempotency_keys: IdempotencyKeysTable;
   lid_mappings: LidMappingsTable;
+  held_receipts: HeldReceiptsTable;
   labels: LabelsTable;
   chat_labels: ChatLabelsTable;
   recorded_updates: RecordedUpdatesTable;
+}
+
+/**
+ * A recipient's receipt held for a send job whose message is not recorded yet (migration 0038,
+ * docs/decisions/0104-receipts-before-their-send.md): `state` `delivered`, `read` or `played`; `sender` the user who
+ * acknowledged; `receipt` the receipt's `source` and `timestamp` as JSON; `held_at` epoch ms. Primary key
+ * (instance_id, message_id, state, sender); rows go with their send job.
+ */
+export interface HeldReceiptsTable {
+  instance_id: string;
+  message_id: string;
+  state: string;
+  sender: string;
+  receipt: string;
+  held_at: number;
 }
 
 /**

@@ -3,6 +3,7 @@ import { extended } from '../domain/objects.ts';
 import type { SendJobStatus, SendMode } from '../domain/sends.ts';
 import { compiledStatement } from './compiled.ts';
 import type { Database, SendJobsTable } from './schema.ts';
+import { heldReceiptsOf } from './send-job-marks.ts';
 import { SLOT_WAIT } from './send-job-slots.ts';
 import { type SendJob, toJob } from './send-jobs.ts';
 
@@ -227,10 +228,19 @@ export async function reclaimSendingJobs(
   return { handed: rows.length - canceled.length - failed.length, canceled, failed };
 }
 
+/** A job {@link finishSendJob} ended. */
+export interface FinishedJob {
+  /**
+   * Receipts naming the job came before any message of it was recorded and are held for it
+   * (src/store/held-receipts.ts, docs/decisions/0104-receipts-before-their-send.md): the caller takes and reports them.
+   */
+  held: boolean;
+}
+
 /**
  * Ends job `id` held by `nodeId`: `sent` (with `sentAt` and whether it opened a chat) or `failed` (with the error).
- * Returns false when the node no longer holds the job (it was reclaimed or canceled meanwhile): a worker only changes
- * its own locks.
+ * Returns undefined when the node no longer holds the job (it was reclaimed or canceled meanwhile): a worker only
+ * changes its own locks.
  */
 export async function finishSendJob(
   db: Kysely<Database>,
@@ -238,7 +248,7 @@ export async function finishSendJob(
   id: string,
   nodeId: string,
   outcome: { status: 'sent'; at: number; newChat: boolean } | { status: 'failed'; at: number; error: string },
-): Promise<boolean> {
+): Promise<FinishedJob | undefined> {
   const base = { locked_by: null, locked_at: null, updated_at: outcome.at };
   const set =
     outcome.status === 'sent'
@@ -251,8 +261,9 @@ export async function finishSendJob(
     .where('id', '=', id)
     .where('status', '=', 'sending')
     .where('locked_by', '=', nodeId)
+    .returning(sql<boolean | number>`${sql.raw(heldReceiptsOf('send_jobs'))}`.as('held'))
     .executeTakeFirst();
-  return Number(result.numUpdatedRows) > 0;
+  return result === undefined ? undefined : { held: Boolean(Number(result.held)) };
 }
 
 /**

@@ -6,6 +6,7 @@ import type { BaileysEngineOptions } from '../engines/baileys/index.ts';
 import { DeferredEngine } from '../engines/deferred.ts';
 import type { Engine } from '../engines/engine.ts';
 import { SandboxEngine } from '../engines/sandbox/index.ts';
+import { HeldReceipts } from '../events/held-receipts.ts';
 import { InstanceStateProjection } from '../events/instance-state.ts';
 import { LabelProjection } from '../events/label-projection.ts';
 import { LidMappingProjection } from '../events/lid-mapping-projection.ts';
@@ -33,6 +34,11 @@ export interface SessionParts {
    * projection; the outbox asks it too.
    */
   copies: MessageCopies;
+  /**
+   * Which receipts the message projection held for sends not recorded yet (src/events/held-receipts.ts); the outbox
+   * leaves them out.
+   */
+  held: HeldReceipts;
 }
 
 /**
@@ -68,12 +74,13 @@ export function wireSessions(
 ): SessionParts {
   const { store, box, clock, logger } = deps;
   const copies = new MessageCopies(clock, logger);
+  const held = new HeldReceipts();
   const recorder = new EventRecorder(
     store.db,
     [
       new InstanceStateProjection(clock, store.db),
       copies,
-      new MessageProjection(clock, copies),
+      new MessageProjection(clock, copies, held),
       new LidMappingProjection(clock),
       new LabelProjection(clock),
     ],
@@ -119,5 +126,5 @@ export function wireSessions(
     // Credential and key writes share the turn's transaction too (docs/decisions/0051-turn-groups.md).
     ...(deps.turn === undefined ? {} : { turn: deps.turn }),
   });
-  return { recorder, sessions, live, copies };
+  return { recorder, sessions, live, copies, held };
 }

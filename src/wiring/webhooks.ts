@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { BrokerPublishers } from '../brokers/publishers.ts';
 import type { Config } from '../config/config.ts';
 import type { Clock } from '../domain/clock.ts';
+import type { HeldReceipts } from '../events/held-receipts.ts';
 import type { LiveFeed } from '../events/live-feed.ts';
 import type { MessageCopies } from '../events/message-copies.ts';
 import { OutboxProjection } from '../events/outbox-projection.ts';
@@ -45,6 +46,8 @@ export function wireWebhooks(
     recorder: EventRecorder;
     /** What tells the copies of recorded messages (src/events/message-copies.ts): they make no webhook event. */
     copies?: MessageCopies | undefined;
+    /** The receipts held for sends not recorded yet (src/events/held-receipts.ts): reported after their send. */
+    held?: HeldReceipts | undefined;
     metrics: Metrics;
     feed: LiveFeed;
     nodeId: string;
@@ -89,6 +92,7 @@ export function wireWebhooks(
       clock,
       maxAttempts: webhooks.maxAttempts,
       ...(deps.copies === undefined ? {} : { copies: deps.copies }),
+      ...(deps.held === undefined ? {} : { held: deps.held }),
       onCommitted: (instanceId, endpointIds) => webhooks.wake(instanceId, endpointIds),
       // An id decoded from a protobuf may hold a lone surrogate, which encodeURIComponent refuses (failing the
       // recording): the link has U+FFFD in its place.

@@ -137,6 +137,24 @@ async function seedUnreachedRows(store: Store, instanceId: string, now: number):
     .values({ instance_id: instanceId, lid: '123456789012345', phone: '5511988887777', updated_at: now })
     .onConflict((oc) => oc.columns(['instance_id', 'lid']).doNothing())
     .execute();
+  // A receipt held for a send (docs/decisions/0104-receipts-before-their-send.md): it goes with its job.
+  const job = await db
+    .selectFrom('send_jobs')
+    .select('id')
+    .where('instance_id', '=', instanceId)
+    .executeTakeFirstOrThrow();
+  await db
+    .insertInto('held_receipts')
+    .values({
+      instance_id: instanceId,
+      message_id: job.id,
+      state: 'read',
+      sender: '5511988887777@s.whatsapp.net',
+      receipt: '{}',
+      held_at: now,
+    })
+    .onConflict((oc) => oc.columns(['instance_id', 'message_id', 'state', 'sender']).doNothing())
+    .execute();
   await db
     .insertInto('labels')
     .values({

@@ -152,6 +152,11 @@ for (const dialect of testDialects()) {
         (await read({ id: ['X'], chatPhone: PEER, senderPhone: 'abc' })).body,
         bad(400, 'senderPhone must be digits only, international format, no leading +'),
       );
+      // As a send: an unknown number is refused (the live engine answers alike, test/live/unregistered-chats.test.ts).
+      assert.deepEqual(
+        (await read({ id: ['X'], chatPhone: UNREGISTERED })).body,
+        bad(422, `recipient ${UNREGISTERED} is not registered on the platform`),
+      );
     });
   });
 }

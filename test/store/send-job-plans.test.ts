@@ -137,7 +137,7 @@ for (const dialect of testDialects()) {
         const marked = new Map<string, string>();
         marks.push(
           await statementOf(async () => {
-            for (const [id, mode] of await markSendJobsSent(db, instance.id, ids, 2_000))
+            for (const [id, { mode }] of await markSendJobsSent(db, instance.id, ids, 2_000))
               marked.set(id, mode);
           }),
         );

@@ -40,6 +40,18 @@ export interface JidResolverOptions {
    * default 10,000.
    */
   capacity?: number;
+  /**
+   * parley's kept pairs (`lid_mappings`, docs/decisions/0038-lid-mappings.md): the phone number (digits) of a LID
+   * (digits), undefined when none is kept. Asked when memory and the socket's store do not know a LID, so a pair
+   * parley stored before a restart or a hand-over still names its user by phone JID. Default: not asked.
+   */
+  kept?: (lid: string) => Promise<string | undefined>;
+  /**
+   * How many LIDs that neither the socket's store nor {@link kept} knew stay remembered as unknown, so each costs one
+   * store read per session rather than one per event: a whole number of at least 1; default 10,000. A LID leaves that
+   * list when its pair is remembered.
+   */
+  unknownCapacity?: number;
   /** Told when the mapping store fails a lookup (the LID is then passed on as is); default: nothing. */
   onLookupError?: (error: unknown, lid: string) => void;
   /**
@@ -64,6 +76,13 @@ export class JidResolver {
    */
   readonly #untold = new Set<string>();
   readonly #lookup: () => LidLookup | undefined;
+  readonly #kept: ((lid: string) => Promise<string | undefined>) | undefined;
+  /**
+   * LIDs (digits) {@link JidResolverOptions.kept} was asked and did not know: not asked again until remembered.
+   * parley keeps only pairs its engine reported or looked up through the socket's store, which is asked first, so
+   * while this session runs nothing adds a pair to it that this resolver is not told of.
+   */
+  readonly #unknown: BoundedMap<string, true>;
   readonly #onLookupError: (error: unknown, lid: string) => void;
   readonly #onLearned: (mapping: LidMapping) => void;
 
@@ -73,6 +92,8 @@ export class JidResolver {
       onEvict: (lid) => this.#untold.delete(lid),
     });
     this.#lookup = options.lookup ?? (() => undefined);
+    this.#kept = options.kept;
+    this.#unknown = new BoundedMap(options.unknownCapacity ?? 10_000);
     this.#onLookupError = options.onLookupError ?? (() => undefined);
     this.#onLearned = options.onLearned ?? (() => undefined);
   }
@@ -92,6 +113,7 @@ export class JidResolver {
     if (key === null || value === null) return;
     const held = this.#pairs.get(key);
     this.#pairs.set(key, value);
+    this.#unknown.delete(key);
     const untold = this.#untold.delete(key);
     const phone = phoneOfJid(value);
     if (announce && (held !== value || untold) && phone !== null) this.#onLearned({ lid: key, phone });
@@ -122,7 +144,8 @@ export class JidResolver {
   /**
    * The payload form of `jid`. Group, broadcast and phone JIDs are normalised (device part dropped); a LID is
    * resolved from `alt` (the key's alternate field, remembered for later), then memory, then the socket's LID
-   * store; a LID nothing resolves comes back unchanged (device dropped) with `resolved: false`.
+   * store, then parley's kept pairs (`kept`); a LID nothing resolves comes back unchanged (device dropped) with
+   * `resolved: false`.
    */
   async resolve(jid: string, alt?: string | null): Promise<ResolvedJid> {
     if (!isLidLike(jid)) return { jid: toPhoneJid(jid) ?? jidNormalizedUser(jid), resolved: true };
@@ -147,7 +170,31 @@ export class JidResolver {
         this.#onLookupError(error, plainLid);
       }
     }
+    const phone = key === null ? undefined : await this.#keptPhone(key, plainLid);
+    if (phone !== undefined) return { jid: `${phone}@${USER_DOMAIN}`, resolved: true };
     return { jid: plainLid, resolved: false };
+  }
+
+  /**
+   * The phone number parley keeps for LID `lid` (digits; `plainLid` its JID), remembered without being told again
+   * (the pair is stored already); undefined when none is kept, the LID is known to have none, or the store failed
+   * (reported to `onLookupError`).
+   */
+  async #keptPhone(lid: string, plainLid: string): Promise<string | undefined> {
+    if (this.#kept === undefined || this.#unknown.has(lid)) return undefined;
+    let phone: string | undefined;
+    try {
+      phone = await this.#kept(lid);
+    } catch (error) {
+      this.#onLookupError(error, plainLid);
+      return undefined;
+    }
+    if (phone === undefined || !/^\d{1,20}$/.test(phone)) {
+      this.#unknown.set(lid, true);
+      return undefined;
+    }
+    this.remember(plainLid, `${phone}@${USER_DOMAIN}`, false);
+    return phone;
   }
 }
 

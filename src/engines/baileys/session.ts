@@ -107,6 +107,9 @@ export class BaileysSession implements EngineSession {
     );
     this.#resolver = new JidResolver({
       lookup: () => this.#life.socket?.signalRepository.lidMapping,
+      // parley's kept pairs, so a LID known before a restart or a hand-over is named by phone JID
+      // (docs/decisions/0038-lid-mappings.md).
+      ...(context.keptLidPhone ? { kept: context.keptLidPhone.bind(context) } : {}),
       onLookupError: (error, lid) =>
         context.logger.warn({ err: error, lid }, 'LID lookup failed; passing the LID on unresolved'),
       onLearned: (mapping) => this.#learned.add(mapping),

@@ -106,10 +106,11 @@ function editedText(message: proto.IMessage | null | undefined): string {
 /**
  * The `messageUpdate` or `pollVote` event a received platform message stands for, if any: a `protocolMessage`
  * REVOKE or MESSAGE_EDIT (an edit or deletion by its sender — someone else, or the account on another device),
- * or a `pollUpdateMessage` on one of the account's polls, decrypted with the poll's stored secret. Null for every
- * other message; `'undecryptable'` for a vote on a poll whose secret is unknown (sent before a logout, or by another
- * client) or that no candidate JID pair decrypts (the caller logs and drops it). The event carries the platform
- * message's id (`platformId`), so a copy the platform hands over again is recorded once.
+ * or a `pollUpdateMessage` on one of the account's polls, decrypted with the poll's stored secret (the voter tried
+ * as each JID of the key, and as the account's phone JID and LID for an own vote cast on another device). Null for
+ * every other message; `'undecryptable'` for a vote on a poll whose secret is unknown (sent before a logout, or by
+ * another client) or that no candidate JID pair decrypts (the caller logs and drops it). The event carries the
+ * platform message's id (`platformId`), so a copy the platform hands over again is recorded once.
  * @throws the auth store's error reading the poll's secret (it waits out an unreachable store itself).
  */
 export async function updateEventOf(
@@ -156,7 +157,10 @@ export async function updateEventOf(
   const me = ctx.me();
   const creators = [me.phoneJid, me.lid].filter((jid): jid is string => Boolean(jid));
   const key = msg.key;
-  const voters = [key.participantAlt, key.remoteJidAlt, key.participant, key.remoteJid]
+  // A vote the account cast on another device (its phone) comes as an own message whose key names the chat's
+  // other user only: it was encrypted over the account's own JID, phone or LID.
+  const own = key.fromMe ? creators : [];
+  const voters = [key.participantAlt, key.remoteJidAlt, key.participant, key.remoteJid, ...own]
     .filter((jid): jid is string => Boolean(jid))
     .map((jid) => jidNormalizedUser(jid));
   const selected = decryptVote(update.vote, extended(poll, { id: pollId }), creators, [...new Set(voters)]);

@@ -175,7 +175,7 @@ export async function messagesRoutes(fastify: FastifyInstance): Promise<void> {
         operationId: 'markRead',
         summary: 'Mark received messages as read (sends read receipts to their sender)',
         body: ReadBody,
-        response: responses('Read receipts sent', Details, 409, 502, 503),
+        response: responses('Read receipts sent', Details, 409, 422, 502, 503),
       },
     },
     async (request) => {
