@@ -142,18 +142,18 @@ export const BACKOFF_MAX_MS = 60_000;
 /**
  * How long a connection must stay open before the backoff starts over, milliseconds
  * (docs/decisions/0025-live-engine.md), but for a connect's first open, which starts it over at once (before it the
- * series counts only the pairing's restart and logins after it that failed before opening). A platform that accepts each login and ends it sooner (a restart, 515, or a
- * drop) keeps the series growing to {@link BACKOFF_MAX_MS}, so it sees about one login a minute at most, never a
- * storm. Equal to that largest delay, so that once the series has grown logins come about a minute apart or more
- * either way: a login after a connection that lasted a minute waits 1 s, one after a shorter connection up to 60 s.
- * whatsmeow starts its delays over at every accepted login (Baileys leaves reconnecting to its user): that is the
- * storm this avoids.
+ * series counts only the pairing's restart and logins after it that failed before opening). A platform that accepts
+ * each login and ends it sooner (a restart, 515, or a drop) keeps the series growing to {@link BACKOFF_MAX_MS}, so it
+ * sees about one login a minute at most, never a storm. Equal to that largest delay, so that once the series has grown
+ * logins come about a minute apart or more either way: a login after a connection that lasted a minute waits 1 s, one
+ * after a shorter connection up to 60 s. whatsmeow starts its delays over at every accepted login (Baileys leaves
+ * reconnecting to its user): that is the storm this avoids.
  */
 export const STABLE_OPEN_MS = 60_000;
 
 /**
- * Delay before reconnect number `attempt` (0 for the first since the connect, its first open, or the connection
- * last staying open {@link STABLE_OPEN_MS}), milliseconds: 1 s doubled per attempt, capped at 60 s, ±20 % jitter, clamped to
+ * Delay before reconnect number `attempt` (0 for the first since the connect, its first open, or the connection last
+ * staying open {@link STABLE_OPEN_MS}), milliseconds: 1 s doubled per attempt, capped at 60 s, ±20 % jitter, clamped to
  * 1–60 s. `random` returns [0, 1) (injected by tests).
  */
 export function backoffDelayMs(attempt: number, random: () => number = Math.random): number {

@@ -20,10 +20,10 @@ import { Waiters } from './waiters.ts';
  * One instance's socket lifecycle (docs/decisions/0025-live-engine.md): one socket at a time under the store lock, QR
  * rotation per docs/decisions/0016-session-lifecycle.md, the 515 restart after pairing as a new socket, and the
  * close-code policy of `close-policy.ts` (backoff 1–60 s, started over at the connect's first open and once a
- * connection stayed open `STABLE_OPEN_MS`). Events of a socket that was replaced or ended on purpose are ignored by generation number, and
- * a reconnect that waited on something (a version refresh) opens nothing once a disconnect, a logout, a close or a
- * lost lock ended the connection meanwhile. `connect()` is bounded: before the platform answered once (QR or open),
- * any close or the deadline rejects it (503 when unreachable) and leaves nothing running.
+ * connection stayed open `STABLE_OPEN_MS`). Events of a socket that was replaced or ended on purpose are ignored by
+ * generation number, and a reconnect that waited on something (a version refresh) opens nothing once a disconnect, a
+ * logout, a close or a lost lock ended the connection meanwhile. `connect()` is bounded: before the platform answered
+ * once (QR or open), any close or the deadline rejects it (503 when unreachable) and leaves nothing running.
  */
 export class Lifecycle {
   readonly #o: LifecycleOptions;
