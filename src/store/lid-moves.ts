@@ -111,9 +111,8 @@ async function moveChat(
   phone: Jid,
   batch: number,
 ): Promise<number> {
-  let moved = 0;
-  for (;;) {
-    const result = await db
+  return inBatches(batch, () =>
+    db
       .updateTable('messages')
       .set((eb) => ({
         chat: phone,
@@ -128,11 +127,8 @@ async function moveChat(
           .where('chat', '=', lid)
           .limit(batch),
       )
-      .executeTakeFirst();
-    const count = Number(result.numUpdatedRows);
-    moved += count;
-    if (count < batch) return moved;
-  }
+      .executeTakeFirst(),
+  );
 }
 
 /** Names sender `lid` by `phone` in every row left with it (other chats than its own), `batch` rows a statement. */
@@ -143,9 +139,8 @@ async function renameSender(
   phone: Jid,
   batch: number,
 ): Promise<number> {
-  let renamed = 0;
-  for (;;) {
-    const result = await db
+  return inBatches(batch, () =>
+    db
       .updateTable('messages')
       .set({ sender: phone })
       .where('instance_id', '=', instanceId)
@@ -158,10 +153,20 @@ async function renameSender(
           .where('sender', '=', lid)
           .limit(batch),
       )
-      .executeTakeFirst();
-    const count = Number(result.numUpdatedRows);
-    renamed += count;
-    if (count < batch) return renamed;
+      .executeTakeFirst(),
+  );
+}
+
+/**
+ * Runs `update` (one statement changing at most `batch` rows) until a run changes fewer than `batch` rows.
+ * @returns the rows changed in all
+ */
+async function inBatches(batch: number, update: () => Promise<{ numUpdatedRows: bigint }>): Promise<number> {
+  let changed = 0;
+  for (;;) {
+    const count = Number((await update()).numUpdatedRows);
+    changed += count;
+    if (count < batch) return changed;
   }
 }
 
