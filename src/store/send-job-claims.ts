@@ -110,15 +110,23 @@ export async function countDueSendJobs(
   instanceId: string,
   now: number,
 ): Promise<number> {
-  const row = await db
-    .selectFrom('send_jobs')
-    .select((eb) => eb.fn.countAll<number | string>().as('due'))
-    .where('instance_id', '=', instanceId)
-    .where((eb) => eb.or([eb('status', '=', PENDING), eb('status', '=', SENDING)]))
-    .where('run_at', '<=', now)
-    .executeTakeFirst();
-  return Number(row?.due ?? 0);
+  const { rows } = await COUNT_DUE.run(db, { instanceId, now });
+  return Number(rows[0]?.due ?? 0);
 }
+
+/**
+ * {@link countDueSendJobs}'s statement, compiled once per store: the session status runs it on every read, where
+ * building it through Kysely cost more than running it (docs/benchmarks.md, step 125).
+ */
+const COUNT_DUE = compiledStatement<{ instanceId: string; now: number }, { due: number | string }>(
+  (db, arg) =>
+    db
+      .selectFrom('send_jobs')
+      .select((eb) => eb.fn.countAll<number | string>().as('due'))
+      .where('instance_id', '=', arg('instanceId'))
+      .where((eb) => eb.or([eb('status', '=', PENDING), eb('status', '=', SENDING)]))
+      .where('run_at', '<=', arg('now')),
+);
 
 /**
  * The instance's first pending job in acceptance order (by `run_at`, then `seq`), or undefined when none is pending:

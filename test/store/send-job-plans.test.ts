@@ -4,6 +4,7 @@ import { adminCreateInstance } from '../../src/app/instances.ts';
 import { adminCreateOrg } from '../../src/app/organizations.ts';
 import {
   claimNextSendJob,
+  countDueSendJobs,
   firstPendingJob,
   instancesWithDueJobs,
   reclaimSendingJobs,
@@ -54,6 +55,39 @@ for (const dialect of testDialects()) {
       const text = await statementOf(() => instancesWithDueJobs(traced.store.db, 1_000));
       const plan = await planOf(testStore.store.db, dialect, text);
       assert.match(plan, /send_jobs_due/, plan);
+    });
+
+    it("the status's count of due sends reads send_jobs_due, its statuses written into the text", async () => {
+      const text = await statementOf(() => countDueSendJobs(traced.store.db, 'i-1', 1_000));
+      assert.match(text, /'pending'/);
+      assert.match(text, /'sending'/);
+      const plan = await planOf(testStore.store.db, dialect, text);
+      assert.match(plan, /send_jobs_due/, plan);
+    });
+
+    it('the count of due sends counts pending and sending jobs whose time came, and nothing else', async () => {
+      const db = traced.store.db;
+      const org = await adminCreateOrg(db, { name: 'due', plan: 'pro' });
+      const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: 'd' });
+      const job = (n: number, runAt: number): NewSendJob => ({
+        instanceId: instance.id,
+        id: `3EB0DUECOUNT000000000${n}`,
+        seq: n,
+        chat: '15550001111@s.whatsapp.net',
+        kind: 'text',
+        payload: '{"body":"hi"}',
+        mode: 'async',
+        runAt,
+        sendAt: null,
+        maxAttempts: 25,
+        now: 5,
+      });
+      await insertSendJobs(db, [job(1, 10), job(2, 20), job(3, 5_000)]);
+      assert.equal(await countDueSendJobs(db, instance.id, 1_000), 2, 'two due, one scheduled later');
+      assert.ok(await claimNextSendJob(db, instance.id, 'node-1', 1_000));
+      assert.equal(await countDueSendJobs(db, instance.id, 1_000), 2, 'the one being relayed still counts');
+      assert.equal(await countDueSendJobs(db, instance.id, 5_000), 3, 'the scheduled one counts once due');
+      assert.equal(await countDueSendJobs(db, 'another', 5_000), 0);
     });
 
     it('the reclaim of unconfirmed relays reads send_jobs_due', async () => {
