@@ -148,9 +148,11 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     try {
       event = await updateEventOf(msg, ctx, { auth: context.auth, now: now() });
     } catch (error) {
+      // The auth store tried the poll's secret as a recording is tried (docs/decisions/0011-store-faults.md): what
+      // reaches here is a permanent error, an unknown one tried out, or the shutdown; logged as a recording given up.
       context.logger.error(
         { err: error, event: 'messageUpdate', id: msg.key.id },
-        'mapping an update failed',
+        'an update was not recorded: reading what it needs failed (permanent store error, retries spent or shutdown)',
       );
       return true;
     }
