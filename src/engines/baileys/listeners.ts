@@ -101,6 +101,11 @@ export interface ListenerDeps {
    * socket is open), to tell whether a deletion's sender is an admin (group-revokes.ts). @throws the socket's error.
    */
   fetchGroup(jid: string): Promise<GroupMetadata | undefined>;
+  /**
+   * Aborted when the session stops (close, disconnect, logout, a lost lock): a group metadata read for a deletion
+   * gives up at once (group-revokes.ts), so it does not hold the queue a stop waits for. Absent: never.
+   */
+  stopping?: AbortSignal;
   queue: IncomingQueue;
   subscribePresence(sock: SocketLike, jid: Jid): void;
   /** Handles the socket's call events (calls.ts); absent: calls are ignored. */
