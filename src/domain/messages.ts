@@ -253,6 +253,13 @@ export interface MessageUpdate {
    * ({@link updateMayChange}). Not part of any payload.
    */
   byAdmin?: true;
+  /**
+   * Set on a deletion in a group of another member's message when the engine could not read whether its sender is an
+   * admin of the group (no metadata of the group at all: the platform did not answer, or the session stopped first;
+   * docs/decisions/0106-unverified-group-deletions.md): it never changes the stored message
+   * ({@link isUnverifiedDeletion}), and its event is still made, carrying `unverified: true`.
+   */
+  unverified?: true;
 }
 
 /**
@@ -268,6 +275,24 @@ export function updateMayChange(target: EngineMessage, update: MessageUpdate): b
   if (target.source.chat !== update.source.chat) return false;
   if (target.source.sender === update.source.sender) return true;
   return update.kind === 'delete' && target.source.isGroup && update.byAdmin === true;
+}
+
+/**
+ * Whether `update` is a deletion in a group of message `target` that may not change it ({@link updateMayChange}:
+ * another member's, no admin mark) but is reported as unverified (docs/decisions/0106-unverified-group-deletions.md):
+ * the engine could not tell whether its sender is an admin (`unverified`), the message is not deleted already and the
+ * deletion came in its chat. The message is kept; the deletion's event is made, marked `unverified`, so an integration
+ * can judge it. A deletion a phone would ignore for another reason (a message deleted already, another chat) is not.
+ */
+export function isUnverifiedDeletion(target: EngineMessage, update: MessageUpdate): boolean {
+  return (
+    update.kind === 'delete' &&
+    update.unverified === true &&
+    target.source.isGroup &&
+    target.content.deletedAt === undefined &&
+    target.source.chat === update.source.chat &&
+    target.source.sender !== update.source.sender
+  );
 }
 
 /**

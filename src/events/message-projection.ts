@@ -37,7 +37,9 @@ import type { EventProjection } from './recorder.ts';
  * - `messageUpdate`: an edit replaces the stored text, a deletion for everyone drops it
  *   (docs/decisions/0026-chats-edits-polls-and-calls.md); one its message may not take (src/domain/messages.ts
  *   `updateMayChange`: not its sender's, in a group not an admin's, or the message deleted already) changes nothing
- *   and is told to `copies` (`MessageCopies.refuse`), so it makes no webhook event either;
+ *   and is told to `copies` (`MessageCopies.refuse`), so it makes no webhook event either; a group deletion whose
+ *   sender's role the engine could not read (`unverified`) changes nothing either, but its event is made
+ *   (docs/decisions/0106-unverified-group-deletions.md);
  * - `lid-mapping`: the messages kept under the LID chat of a pair, stored or buffered, move to its phone JID, the
  *   LID as a sender (a group member) is renamed to it, and the user becomes a peer under it with the name its
  *   messages carried (src/store/lid-moves.ts `moveLidChatMessages`).

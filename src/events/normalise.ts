@@ -153,6 +153,11 @@ export interface MessageUpdateEvent {
   text?: string;
   /** RFC 3339 UTC. */
   timestamp: string;
+  /**
+   * A deletion in a group of another member's message whose sender parley could not verify as a group admin: the
+   * stored message was kept (docs/decisions/0106-unverified-group-deletions.md). Absent otherwise.
+   */
+  unverified?: true;
 }
 
 /**
@@ -177,6 +182,7 @@ function updateEvent(update: MessageUpdate): MessageUpdateEvent {
     messageSource: { ...update.source },
     ...(update.kind === 'edit' ? { text: update.text ?? '' } : {}),
     timestamp: iso(update.timestamp),
+    ...(update.unverified === true ? { unverified: true as const } : {}),
   };
 }
 

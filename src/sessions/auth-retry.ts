@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { AuthStateStore } from '../engines/engine.ts';
 import {
+  isPermanentStoreError,
   isTransientStoreError,
   pause,
   type RecordRetryPolicy,
@@ -16,7 +17,11 @@ import {
  * with the delays of {@link recordRetryDelayMs}, without limit until `signal` aborts (shutdown: one last try) or
  * `released` does (the session was released, its instance's lease lost or handed over: no further try,
  * docs/decisions/0008-leases-and-fencing.md, so a write waiting out the store cannot land after the new owner wrote
- * newer keys); any other error is raised at once. The first failure of an operation is logged at warn.
+ * newer keys). A read ({@link get}, {@link list}) that meets an unknown error (neither transient nor
+ * {@link isPermanentStoreError}) is tried `policy.unknownAttempts` times in all, as a recording is
+ * (src/sessions/record-retry.ts): an engine reads here what an incoming event needs after the platform was told of
+ * it (a poll's secret to decrypt a vote), so one odd failure must not lose the event. A permanent error, and an
+ * unknown one of a write, is raised at once. The first failure of an operation is logged at warn.
  * @throws `releasedError(released)` (record-retry.ts) for an operation started once `released` aborted, one
  *   stopped by it while it retried, whatever its last try met, and one whose try answered only after it aborted: a
  *   read then hands nothing to a session that was released meanwhile (its connect would open a socket on what it
@@ -44,7 +49,7 @@ export class RetryingAuthStateStore implements AuthStateStore {
   }
 
   get(category: string, ids: readonly string[]): Promise<Map<string, string>> {
-    return this.#retry('get', () => this.#inner.get(category, ids));
+    return this.#retry('get', () => this.#inner.get(category, ids), true);
   }
 
   set(entries: readonly { category: string; id: string; value: string | null }[]): Promise<void> {
@@ -52,14 +57,17 @@ export class RetryingAuthStateStore implements AuthStateStore {
   }
 
   list(category: string): Promise<Map<string, string>> {
-    return this.#retry('list', () => this.#inner.list(category));
+    return this.#retry('list', () => this.#inner.list(category), true);
   }
 
   clear(): Promise<void> {
     return this.#retry('clear', () => this.#inner.clear());
   }
 
-  async #retry<T>(operation: string, work: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `work` with the retry above; `read`: an unknown error is tried `policy.unknownAttempts` times in all.
+   */
+  async #retry<T>(operation: string, work: () => Promise<T>, read = false): Promise<T> {
     if (this.#released?.aborted) throw releasedError(this.#released);
     for (let attempt = 1; ; attempt++) {
       let result: T;
@@ -68,7 +76,7 @@ export class RetryingAuthStateStore implements AuthStateStore {
       } catch (error) {
         // Released: whatever this try met, the session writes no more (a deletion's foreign key violation included).
         if (this.#released?.aborted) throw releasedError(this.#released);
-        if (!isTransientStoreError(error) || this.#signal.aborted) throw error;
+        if (this.#signal.aborted || !this.#retries(error, attempt, read)) throw error;
         const delayMs = recordRetryDelayMs(attempt, this.#policy);
         if (attempt === 1 || attempt % 10 === 0)
           this.#logger.warn(
@@ -82,5 +90,11 @@ export class RetryingAuthStateStore implements AuthStateStore {
       if (this.#released?.aborted) throw releasedError(this.#released);
       return result;
     }
+  }
+
+  /** Whether try `attempt` (from 1), which failed with `error`, is followed by another. */
+  #retries(error: unknown, attempt: number, read: boolean): boolean {
+    if (isTransientStoreError(error)) return true;
+    return read && !isPermanentStoreError(error) && attempt < this.#policy.unknownAttempts;
   }
 }

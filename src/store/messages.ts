@@ -2,6 +2,7 @@ import { type Insertable, type Kysely, type OnConflictBuilder, sql } from 'kysel
 import {
   type DeliveryState,
   type EngineMessage,
+  isUnverifiedDeletion,
   type Jid,
   type MessageContent,
   type MessageKind,
@@ -330,18 +331,22 @@ export async function listRecentPeerJids(
   return rows.map((row) => row.jid);
 }
 
-/** What {@link applyMessageUpdate} did: changed the message, found none stored, or refused the update. */
-export type UpdateOutcome = 'changed' | 'not-stored' | 'refused';
+/**
+ * What {@link applyMessageUpdate} did: changed the message, found none stored, refused the update, or kept the
+ * message for a deletion reported as unverified ({@link isUnverifiedDeletion}).
+ */
+export type UpdateOutcome = 'changed' | 'not-stored' | 'refused' | 'unverified';
 
 /**
  * Applies an edit or a deletion for everyone to stored message `update.messageId`
  * (docs/decisions/0026-chats-edits-polls-and-calls.md): an edit replaces the text and sets `editedAt`; a deletion
  * drops the text, caption, mentions and poll and sets `deletedAt`. The row keeps its id, chat and delivery state. A
  * message parley never stored is left alone (`not-stored`), and so is one the update may not change
- * ({@link updateMayChange}: `refused`), a LID and the phone JID of its kept pair counting as one chat and one sender
- * (docs/decisions/0038-lid-mappings.md: an engine that does not know the pair names the LID while the message is
- * stored under the phone JID, chat and sender, since the pair was stored). A compare-and-set ({@link changeContent}):
- * a new media reference stored meanwhile is kept.
+ * ({@link updateMayChange}: `refused`, or `unverified` for a group deletion whose sender's role the engine could not
+ * read, {@link isUnverifiedDeletion}, docs/decisions/0106-unverified-group-deletions.md), a LID and the phone JID of
+ * its kept pair counting as one chat and one sender (docs/decisions/0038-lid-mappings.md: an engine that does not know
+ * the pair names the LID while the message is stored under the phone JID, chat and sender, since the pair was
+ * stored). A compare-and-set ({@link changeContent}): a new media reference stored meanwhile is kept.
  * @throws Error when the content kept changing under every attempt; the store's error.
  */
 export async function applyMessageUpdate(
@@ -358,13 +363,10 @@ export async function applyMessageUpdate(
     update.source.chat,
     update.source.sender,
   ]);
-  if (
-    !updateMayChange(
-      extended(target, { source: keptSource(source, kept) }),
-      extended(update, { source: keptSource(update.source, kept) }),
-    )
-  )
-    return 'refused';
+  const keptTarget = extended(target, { source: keptSource(source, kept) });
+  const keptUpdate = extended(update, { source: keptSource(update.source, kept) });
+  if (!updateMayChange(keptTarget, keptUpdate))
+    return isUnverifiedDeletion(keptTarget, keptUpdate) ? 'unverified' : 'refused';
   const changed = await changeContent(db, instanceId, update.messageId, (content) => {
     if (update.kind === 'edit')
       return extended(content, { text: update.text ?? '', editedAt: update.timestamp });

@@ -42,8 +42,9 @@ function revoke(from: string, sender: string, id: string, platformId: string): W
  * The live engine tells whether the sender of a deletion in a group of another member's message is an admin of the
  * group (src/engines/baileys/group-revokes.ts, docs/decisions/0026-chats-edits-polls-and-calls.md): only then is the
  * deletion marked `byAdmin`, which the message store requires to take it. The group's metadata is read from the
- * session's cache, else fetched; a fetch that fails is tried again, and a deletion whose sender's role cannot be
- * read at all is taken as an admin's rather than lost.
+ * session's cache, else fetched; a fetch that fails is tried again until the session stops, and a deletion whose
+ * sender's role cannot be read at all is reported unverified (the store keeps the message) rather than lost or taken
+ * as an admin's (docs/decisions/0106-unverified-group-deletions.md).
  */
 describe('live session over a fake socket: deletions in a group by another member than the sender', () => {
   const setup = fakeSessionsPerSuite();
@@ -97,7 +98,9 @@ describe('live session over a fake socket: deletions in a group by another membe
     assert.equal(failures, 2, 'one failed read, one that answered');
   });
 
-  it('metadata never read: the deletion is taken as an admin’s, logged; the batch goes on', async () => {
+  it('metadata never read: the deletion is reported unverified, no admin mark, logged; the batch goes on', async () => {
+    // Before, it was marked an admin's (byAdmin), and the store deleted another member's message on no evidence
+    // (docs/decisions/0106-unverified-group-deletions.md).
     const { logger, lines } = capturingLogger();
     const { session, rc, sock } = await setup({ context: { logger } });
     await session.connect();
@@ -114,8 +117,64 @@ describe('live session over a fake socket: deletions in a group by another membe
       ],
     });
     await until(() => rc.events.some((e) => e.type === 'message'), 10_000, 'the message after it');
+    assert.equal(deletions(rc.events)[0]?.update.byAdmin, undefined);
+    assert.equal(deletions(rc.events)[0]?.update.unverified, true);
+    assert.ok(lines.some((line) => /could not be read; the message is kept/.test(String(line.msg))));
+  });
+
+  it('a stop while the metadata read fails: the close is not held by its retries; deletion unverified', async () => {
+    // Before, the read was tried 4 times over 3.5 s whatever the session did, and the close waited for the queue.
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    let tries = 0;
+    sock().groupMetadata = async () => {
+      tries++;
+      throw boom('Timed Out', { statusCode: 408 });
+    };
+    sock().emit('messages.upsert', { type: 'notify', messages: [revoke(CARLA, ANA, 'MSG8', 'REV8')] });
+    await until(() => tries === 1, 5_000, 'the first read');
+    const started = Date.now();
+    await session.close();
+    const tookMs = Date.now() - started;
+    assert.ok(tookMs < 1_500, `the close took ${tookMs} ms`);
+    assert.equal(tries, 1, 'no read after the stop');
+    const [deletion, ...more] = deletions(rc.events);
+    assert.deepEqual(more, []);
+    assert.equal(deletion?.update.messageId, 'MSG8');
+    assert.equal(deletion?.update.unverified, true, 'recorded per the rule, not lost');
+    assert.equal(deletion?.update.byAdmin, undefined);
+  });
+
+  it('a stop while a metadata read waits for the platform: the read is left, the deletion unverified', async () => {
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    let tries = 0;
+    // The platform never answers (a read waits out Baileys' 20 s query timeout).
+    sock().groupMetadata = () => {
+      tries++;
+      return new Promise<GroupMetadata>(() => {});
+    };
+    sock().emit('messages.upsert', { type: 'notify', messages: [revoke(CARLA, ANA, 'MSG9', 'REV9')] });
+    await until(() => tries === 1, 5_000, 'the read under way');
+    let timer: NodeJS.Timeout | undefined;
+    const held = new Promise<'held'>((resolve) => {
+      timer = setTimeout(() => resolve('held'), 3_000);
+    });
+    const outcome = await Promise.race([session.close().then(() => 'closed' as const), held]);
+    clearTimeout(timer);
+    assert.equal(outcome, 'closed', 'the close waited for the platform’s answer');
+    assert.equal(deletions(rc.events)[0]?.update.unverified, true);
+  });
+
+  it('a connect after a stop reads again: the admin’s deletion is marked', async () => {
+    const { session, rc, sock } = await setup();
+    await session.connect();
+    await session.disconnect();
+    await session.connect();
+    sock().groups.set(GROUP, META);
+    sock().emit('messages.upsert', { type: 'notify', messages: [revoke(CARLA, ANA, 'MSG10', 'REV10')] });
+    await until(() => deletions(rc.events).length === 1, 5_000, 'the deletion');
     assert.equal(deletions(rc.events)[0]?.update.byAdmin, true);
-    assert.ok(lines.some((line) => /could not be read; taken as an admin/.test(String(line.msg))));
   });
 
   it('a plain member’s deletion while the metadata read fails: the cached copy says no admin, not marked', async () => {

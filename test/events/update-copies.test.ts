@@ -233,5 +233,66 @@ for (const dialect of testDialects()) {
         ['Message', 'MessageUpdate'],
       );
     });
+
+    it('in a group, an unverified deletion of another member’s message: kept, reported as unverified', async () => {
+      // The engine could not read whether the deleter is an admin (docs/decisions/0106-unverified-group-deletions.md).
+      // Before, it marked such a deletion an admin's and the store deleted the message.
+      const group = '120363000000004106@g.us';
+      const ana = '5511911114106@s.whatsapp.net';
+      const bia = '5511911114107@s.whatsapp.net';
+      const message = textMessage('order 44', { phone: '5511911114106' });
+      message.message.source = { chat: group, sender: ana, isFromMe: false, isGroup: true };
+      const deletion = (sender: string, platformId: string): EngineEvent => ({
+        type: 'messageUpdate',
+        platformId,
+        update: {
+          kind: 'delete',
+          messageId: message.message.id,
+          source: { chat: group, sender, isFromMe: false, isGroup: true },
+          timestamp: t.clock(),
+          unverified: true,
+        },
+      });
+      await record(message);
+      await record(deletion(bia, '3EB0DEL4106'));
+      const kept = await contentOf(message.message.id);
+      assert.equal(kept.deletedAt, undefined, 'an unverified deletion deleted another member’s message');
+      assert.equal(kept.text, 'order 44');
+      const payloads = async () =>
+        (
+          await counted.db
+            .selectFrom('webhook_events')
+            .select(['type', 'payload'])
+            .where('instance_id', '=', t.instance.id)
+            .where('type', '=', 'MessageUpdate')
+            .execute()
+        )
+          .map((row) => JSON.parse(row.payload))
+          .filter((payload) => payload.event.messageId === message.message.id);
+      const [reported, ...more] = await payloads();
+      assert.deepEqual(more, []);
+      assert.equal(reported?.event.kind, 'delete');
+      assert.equal(reported?.event.unverified, true);
+      assert.equal(reported?.event.messageSource.sender, bia);
+      // Handed over again: once. The sender's own deletion later still deletes it, reported without the mark.
+      await record(deletion(bia, '3EB0DEL4106'));
+      assert.equal((await payloads()).length, 1);
+      await record({
+        type: 'messageUpdate',
+        platformId: '3EB0DEL4108',
+        update: {
+          kind: 'delete',
+          messageId: message.message.id,
+          source: { chat: group, sender: ana, isFromMe: false, isGroup: true },
+          timestamp: t.clock(),
+        },
+      });
+      assert.ok((await contentOf(message.message.id)).deletedAt, 'the sender’s own deletion');
+      const [, own] = await payloads();
+      assert.equal(own?.event.unverified, undefined);
+      // A message deleted already: an unverified deletion of it is refused as any other (no event).
+      await record(deletion(bia, '3EB0DEL4109'));
+      assert.equal((await payloads()).length, 2);
+    });
   });
 }

@@ -13,10 +13,11 @@ import type { MappingContext } from './incoming.ts';
  * relays a REVOKE naming any message from any member. The live engine marks a deletion whose sender it finds an
  * admin of the group (`MessageUpdate.byAdmin`); the message store refuses one of another member's message without
  * the mark (src/domain/messages.ts `updateMayChange`). The group's metadata comes from the session's cache, else
- * fetched through its socket.
+ * fetched through its socket. A deletion whose sender's role cannot be read at all is marked `unverified`
+ * (docs/decisions/0106-unverified-group-deletions.md): the store keeps the message and reports the deletion so.
  */
 
-/** Tries of reading a group's metadata for a deletion before it is taken as an admin's (the first included). */
+/** Tries of reading a group's metadata for a deletion before it is judged unverified (the first included). */
 export const ADMIN_READ_ATTEMPTS = 4;
 
 /** Wait before the second try of {@link ADMIN_READ_ATTEMPTS}, ms; doubles for each later one (0.5 + 1 + 2 s). */
@@ -35,6 +36,37 @@ export interface AdminCheckDeps {
   logger: FastifyBaseLogger;
   /** Wait before the second read, ms (default {@link ADMIN_READ_WAIT_MS}); doubles for each later one. */
   waitMs?: number;
+  /**
+   * Aborted when the session stops (a close at shutdown or hand-over, a disconnect, a logout, a lost lock): the read
+   * under way is left and no other is made, so a stop is not held by it. Absent: never.
+   */
+  stopping?: AbortSignal;
+}
+
+/** What {@link untilStopped} answers once the session stopped first. */
+const STOPPED = Symbol('stopped');
+
+/** `work`'s outcome, or {@link STOPPED} as soon as `stopping` aborts first (`work`'s later failure is dropped). */
+function untilStopped<T>(work: Promise<T>, stopping: AbortSignal | undefined): Promise<T | typeof STOPPED> {
+  if (stopping === undefined) return work;
+  if (stopping.aborted) {
+    work.catch(() => undefined);
+    return Promise.resolve(STOPPED);
+  }
+  return new Promise<T | typeof STOPPED>((resolve, reject) => {
+    const stop = () => resolve(STOPPED);
+    stopping.addEventListener('abort', stop, { once: true });
+    work.then(
+      (value) => {
+        stopping.removeEventListener('abort', stop);
+        resolve(value);
+      },
+      (error: unknown) => {
+        stopping.removeEventListener('abort', stop);
+        reject(error);
+      },
+    );
+  });
 }
 
 /**
@@ -60,10 +92,12 @@ function userOf(jid: string | null | undefined): string | undefined {
 /**
  * `event` with `byAdmin` set when it is a deletion in a group of another member's message ({@link revokesAnothers})
  * whose sender is an admin of the group: the cached metadata says so, else the metadata fetched afresh (a cached copy
- * may predate a promotion), tried {@link ADMIN_READ_ATTEMPTS} times while the platform does not answer. A deletion
- * whose sender's role could not be read at all is marked too, logged: losing a group admin's deletion is worse than
- * taking one that a platform fault hid (a cached copy that says "not an admin" is believed then). Any other event
- * comes back as it is. Never throws.
+ * may predate a promotion), tried {@link ADMIN_READ_ATTEMPTS} times while the platform does not answer, until the
+ * session stops (`deps.stopping`: the read under way is left). A deletion whose sender's role could not be read at
+ * all is marked `unverified` instead, logged (docs/decisions/0106-unverified-group-deletions.md): the message store
+ * keeps the message and reports the deletion as unverified, so neither a forged deletion deletes another member's
+ * message nor is an admin's lost to a platform fault or a stop; a cached copy that says "not an admin" is believed
+ * then. Any other event comes back as it is. Never throws.
  */
 export async function markAdminDeletion(
   event: EngineEvent,
@@ -88,24 +122,47 @@ export async function markAdminDeletion(
   const mark = extended(event, { update: extended(event.update, { byAdmin: true as const }) });
   const cached = deps.groups.get<GroupMetadata>(group);
   if (cached && isAdmin(cached)) return mark;
+  const { stopping } = deps;
   let wait = deps.waitMs ?? ADMIN_READ_WAIT_MS;
   let failure: unknown;
-  for (let attempt = 1; attempt <= ADMIN_READ_ATTEMPTS; attempt++) {
+  for (let attempt = 1; attempt <= ADMIN_READ_ATTEMPTS && !stopping?.aborted; attempt++) {
     try {
-      const fresh = await deps.fetchGroup(group);
+      const fresh = await untilStopped(deps.fetchGroup(group), stopping);
+      if (fresh === STOPPED) break;
       if (fresh) return isAdmin(fresh) ? mark : event;
     } catch (error) {
       failure = error;
     }
     if (attempt < ADMIN_READ_ATTEMPTS) {
-      await new Promise((resolve) => setTimeout(resolve, wait));
+      await pause(wait, stopping);
       wait *= 2;
     }
   }
   if (cached) return event;
   deps.logger.warn(
-    { err: failure, event: 'messageUpdate', id: msg.key.id, chat: group },
-    'whether the sender of a deletion in a group is an admin could not be read; taken as an admin’s',
+    {
+      err: failure,
+      event: 'messageUpdate',
+      id: msg.key.id,
+      chat: group,
+      stopped: stopping?.aborted === true,
+    },
+    'whether the sender of a deletion in a group is an admin could not be read; the message is kept, the deletion ' +
+      'reported as unverified',
   );
-  return mark;
+  return extended(event, { update: extended(event.update, { unverified: true as const }) });
+}
+
+/** Sleeps `ms`, ending early when `stopping` aborts. */
+function pause(ms: number, stopping: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (stopping?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      stopping?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    stopping?.addEventListener('abort', done, { once: true });
+  });
 }

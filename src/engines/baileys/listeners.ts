@@ -101,6 +101,11 @@ export interface ListenerDeps {
    * socket is open), to tell whether a deletion's sender is an admin (group-revokes.ts). @throws the socket's error.
    */
   fetchGroup(jid: string): Promise<GroupMetadata | undefined>;
+  /**
+   * Aborted when the session stops (close, disconnect, logout, a lost lock): a group metadata read for a deletion
+   * gives up at once (group-revokes.ts), so it does not hold the queue a stop waits for. Absent: never.
+   */
+  stopping?: AbortSignal;
   queue: IncomingQueue;
   subscribePresence(sock: SocketLike, jid: Jid): void;
   /** Handles the socket's call events (calls.ts); absent: calls are ignored. */
@@ -148,9 +153,11 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     try {
       event = await updateEventOf(msg, ctx, { auth: context.auth, now: now() });
     } catch (error) {
+      // The auth store tried the poll's secret as a recording is tried (docs/decisions/0011-store-faults.md): what
+      // reaches here is a permanent error, an unknown one tried out, or the shutdown; logged as a recording given up.
       context.logger.error(
         { err: error, event: 'messageUpdate', id: msg.key.id },
-        'mapping an update failed',
+        'an update was not recorded: reading what it needs failed (permanent store error, retries spent or shutdown)',
       );
       return true;
     }

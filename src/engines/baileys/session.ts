@@ -84,6 +84,11 @@ export class BaileysSession implements EngineSession {
   readonly #learned: LearnedLids;
   /** The operations on the account's own state (account-operations.ts). */
   readonly #account: AccountOperations;
+  /**
+   * Aborted when the session stops (close, disconnect, logout, a lost lock), made anew by the next connect: the
+   * incoming work a stop waits for (a group metadata read for a deletion, group-revokes.ts) gives up at once.
+   */
+  #stopping = new AbortController();
 
   constructor(sessionContext: EngineSessionContext, options: BaileysSessionOptions) {
     // Every part of the session reads and writes the auth store through one memo (auth-memo.ts), which is only right
@@ -119,6 +124,7 @@ export class BaileysSession implements EngineSession {
     const lock = options.locks.forInstance(context.instanceId, {
       clock: context.clock,
       onLost: (reason) => {
+        this.#stopping.abort();
         this.#life.lockLost(reason).catch((error: unknown) => {
           context.logger.error({ err: error, reason }, 'stopping after the one-socket lock was lost failed');
         });
@@ -151,6 +157,7 @@ export class BaileysSession implements EngineSession {
           contacts: this.#contacts,
           groups: this.#groups,
           fetchGroup: (jid) => this.#fetchGroup(jid),
+          stopping: this.#stopping.signal,
           queue: this.#queue,
           subscribePresence: (s, jid) => this.#subscribePresence(s, jid),
           calls: (s, calls) => this.#calls.handle(s, calls),
@@ -185,6 +192,7 @@ export class BaileysSession implements EngineSession {
   }
 
   connect(): Promise<void> {
+    if (this.#stopping.signal.aborted) this.#stopping = new AbortController();
     return this.#life.connect();
   }
   /**
@@ -234,13 +242,20 @@ export class BaileysSession implements EngineSession {
     return this.#life.pairingCode();
   }
   disconnect(): Promise<void> {
+    this.#stopping.abort();
     return this.#life.disconnect();
   }
   async logout(): Promise<void> {
+    this.#stopping.abort();
     await this.#life.logout();
     for (const cache of this.#caches.all) cache.flushAll();
   }
+  /**
+   * Ends the session at shutdown or hand-over: the incoming work under way stops waiting on the platform at once
+   * ({@link #stopping}), the socket is closed (Lifecycle.close), and the events queued are recorded first.
+   */
   async close(options?: CloseOptions): Promise<void> {
+    this.#stopping.abort();
     await this.#life.close(options);
     await this.#queue.drained();
     for (const cache of this.#caches.all) cache.close();

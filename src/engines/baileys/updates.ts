@@ -111,7 +111,9 @@ function editedText(message: proto.IMessage | null | undefined): string {
  * every other message; `'undecryptable'` for a vote on a poll whose secret is unknown (sent before a logout, or by
  * another client) or that no candidate JID pair decrypts (the caller logs and drops it). The event carries the
  * platform message's id (`platformId`), so a copy the platform hands over again is recorded once.
- * @throws the auth store's error reading the poll's secret (it waits out an unreachable store itself).
+ * @throws the auth store's error reading the poll's secret: the port tries the read as a recording is tried (an
+ *   unreachable store without limit, an unknown error five times, docs/decisions/0011-store-faults.md), so what it
+ *   raises is a permanent error, one tried out, or the shutdown's.
  */
 export async function updateEventOf(
   msg: WAMessage,
