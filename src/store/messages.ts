@@ -34,6 +34,7 @@ const KINDS: readonly MessageKind[] = [
   'contact',
   'reaction',
   'poll',
+  'interactive_reply',
   'other',
 ];
 
