@@ -94,7 +94,7 @@ function checkFields(body: MediaRequest): void {
 }
 
 /** `contextInfo` of a reply to `quotedId` in the chat with the account (none without a quoted id). */
-const quote = (quotedId: string | undefined, accountJid: string) =>
+export const quote = (quotedId: string | undefined, accountJid: string) =>
   quotedId ? { contextInfo: { stanzaId: quotedId, participant: accountJid } } : {};
 
 /** The media message (one of `imageMessage`, …) for `body`, its file stored on the media server. */
@@ -142,7 +142,7 @@ function mediaMessage(
  * Sends `build(accountJid)` from `from` to the account `to` and answers `201 { id, devices, online }`.
  * Throws ControlError 400 (same user), 404 (unknown user), 409 (unregistered, no linked device).
  */
-async function sendFromUser(
+export async function sendFromUser(
   ctx: SimContext,
   from: string,
   to: string,

@@ -14,6 +14,7 @@ import { registerFaultRoutes } from './faults.ts';
 import { registerGroupAdminRoutes } from './group-admin.ts';
 import { registerGroupRoutes } from './groups.ts';
 import { registerHistoryRoutes } from './history.ts';
+import { registerInteractiveReplyRoutes } from './interactive-replies.ts';
 import { registerLabelRoutes } from './labels.ts';
 import { registerMediaExpiryRoutes } from './media-expiry.ts';
 import { registerMessagingRoutes } from './messaging.ts';
@@ -108,6 +109,7 @@ export function registerControlRoutes(app: FastifyInstance, ctx: SimContext): vo
   registerGroupAdminRoutes(app, ctx);
   registerHistoryRoutes(app, ctx);
   registerContentRoutes(app, ctx);
+  registerInteractiveReplyRoutes(app, ctx);
   registerMediaExpiryRoutes(app, ctx);
   registerUpdateRoutes(app, ctx);
   registerProfileRoutes(app, ctx);

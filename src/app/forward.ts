@@ -41,8 +41,9 @@ export class ForwardService {
 
   /**
    * The content and forwarding score of forwarding stored message `messageId` of `instance`.
-   * @throws DomainError not_found `message not found`; invalid `message <id> cannot be forwarded (it is a <kind>
-   *   message)` for reactions and messages parley does not understand, `message <id> was deleted`. The content
+   * @throws DomainError not_found `message not found`; invalid `message <id> cannot be forwarded (it is a|an <kind>
+   *   message)` for reactions, interactive replies (docs/decisions/0110-interactive-replies.md: parley cannot send
+   *   the platform message they are) and messages parley does not understand, `message <id> was deleted`. The content
    *   builder throws what `MediaService.open` throws (not_found when the file cannot be fetched again, e.g. media
    *   parley sent itself; gone; too_large), and the send rules' too_large and invalid naming the kind
    *   (`sticker must be at most 500 KB`, `image must be JPEG, PNG, GIF or WEBP`, `image must be at most 32,000,000
@@ -53,8 +54,11 @@ export class ForwardService {
     if (!message) throw errors.notFound('message not found');
     const { content } = message;
     if (content.deletedAt !== undefined) throw errors.badRequest(`message ${messageId} was deleted`);
-    if (content.kind === 'reaction' || content.kind === 'other') {
-      throw errors.badRequest(`message ${messageId} cannot be forwarded (it is a ${content.kind} message)`);
+    if (content.kind === 'reaction' || content.kind === 'interactive_reply' || content.kind === 'other') {
+      const article = /^[aeiou]/.test(content.kind) ? 'an' : 'a';
+      throw errors.badRequest(
+        `message ${messageId} cannot be forwarded (it is ${article} ${content.kind} message)`,
+      );
     }
     const score = (content.forwardingScore ?? 0) + (message.source.isFromMe ? 0 : 1);
     return {

@@ -149,8 +149,34 @@ export type OutgoingContent =
    */
   | { kind: 'poll'; name: string; options: string[]; selectableCount: number };
 
-/** The kinds of message parley knows; `other` for anything else the platform sends. */
-export type MessageKind = OutgoingContent['kind'] | 'reaction' | 'other';
+/**
+ * The kinds of message parley knows; `other` for anything else the platform sends. `interactive_reply` is a user's
+ * answer to a business's interactive message: a button, list row or template button picked, or a flow completed
+ * (docs/decisions/0110-interactive-replies.md).
+ */
+export type MessageKind = OutgoingContent['kind'] | 'reaction' | 'interactive_reply' | 'other';
+
+/**
+ * What a user picked in an interactive message (docs/decisions/0110-interactive-replies.md); the text the user saw
+ * and sent (the button's or row's title, the flow's closing text) is the content's `text`, and the interactive
+ * message answered its `quotedId`.
+ */
+export interface InteractiveReply {
+  /**
+   * What was answered, by the platform message that carries the answer: `buttons` (buttonsResponseMessage),
+   * `list` (listResponseMessage), `template` (templateButtonReplyMessage), `flow` (interactiveResponseMessage
+   * with a nativeFlowResponseMessage).
+   */
+  type: 'buttons' | 'list' | 'template' | 'flow';
+  /** The id the business gave the picked button or row; '' for a flow (its answer is `flow.paramsJson`). */
+  selectedId: string;
+  /** `list` only, when the platform carried it: the picked row's description. */
+  description?: string;
+  /** `template` only, when the platform carried it: the 0-based position of the picked button. */
+  selectedIndex?: number;
+  /** `flow` only: the flow's name, its answer as the JSON text the platform carries, and the flow's version. */
+  flow?: { name: string; paramsJson: string; version: number };
+}
 
 /** A message's content as stored and as normalised into webhook payloads (no media bytes). */
 export interface MessageContent {
@@ -187,6 +213,8 @@ export interface MessageContent {
   forwardingScore?: number;
   /** A poll's options and how many a voter may pick (0 = any). The poll's question is `text`. */
   poll?: { options: string[]; selectableCount: number };
+  /** `interactive_reply` only: what the user picked; the text shown for it is `text`. */
+  interactive?: InteractiveReply;
   /** Set when the sender edited the message: the time of the edit, epoch ms (`text` is the new text). */
   editedAt?: number;
   /** Set when the sender deleted the message for everyone: the time of the deletion, epoch ms. */

@@ -30,8 +30,8 @@ export interface MediaCapability {
    * @throws DomainError gone when the platform no longer has the file and the sender's phone could not upload it
    *   again (the reason in the message); not_connected / not_logged_in / platform_unreachable when the link
    *   expired and the phone cannot be asked now; too_large over `maxBytes`; platform_unreachable when the media
-   *   host cannot be reached; platform_refused when it answers an error or the file fails its integrity checks;
-   *   not_found when the message has no reference.
+   *   host cannot be reached or answers a 5xx (a transient fault of the host); platform_refused when it answers
+   *   another error or the file fails its integrity checks; not_found when the message has no reference.
    */
   downloadMedia(
     message: EngineMessage,

@@ -11,6 +11,7 @@ import type {
 import { extended } from '../domain/objects.ts';
 import { type CallEvent, callEvent } from './call-event.ts';
 import { type GroupUpdateEvent, groupUpdateEvent } from './group-update.ts';
+import { type InteractiveReplyBody, interactiveReplyBody } from './interactive-body.ts';
 
 /**
  * Turns domain {@link EngineEvent}s into the webhook payloads of docs/api.md#webhook-events and
@@ -29,10 +30,11 @@ export interface MessageInfo {
 
 /**
  * `event.message` of a message. `conversation` (docs/api.md#webhook-events) is the text, or the caption of a media
- * message, `''` when there is none; the other members follow the platform's message names and appear only for
- * their kind. Media bytes are never included.
+ * message, or the text of an interactive reply's pick, `''` when there is none; the other members follow the
+ * platform's message names and appear only for their kind (an interactive reply's: {@link InteractiveReplyBody}).
+ * Media bytes are never included.
  */
-export interface MessageBody {
+export interface MessageBody extends InteractiveReplyBody {
   conversation: string;
   imageMessage?: MediaInfo;
   videoMessage?: MediaInfo;
@@ -245,6 +247,10 @@ export function messageBody(content: MessageContent): MessageBody {
         options: (content.poll?.options ?? []).map((optionName) => ({ optionName })),
         selectableOptionsCount: content.poll?.selectableCount ?? 0,
       };
+      break;
+    case 'interactive_reply':
+      if (content.interactive)
+        Object.assign(body, interactiveReplyBody(content.interactive, content.text ?? ''));
       break;
     default:
       break;

@@ -35,6 +35,7 @@ const KINDS: readonly MessageKind[] = [
   'contact',
   'reaction',
   'poll',
+  'interactive_reply',
   'other',
 ];
 

@@ -125,7 +125,10 @@ export interface MessagesTable {
   sender: string;
   from_me: number;
   is_group: number;
-  /** `MessageKind`: text, image, document, audio, video, sticker, location, contact, reaction, other. */
+  /**
+   * `MessageKind`: text, image, document, audio, video, sticker, location, contact, reaction, poll,
+   * interactive_reply, other (at most 20 characters, the column's width).
+   */
   type: string;
   content: string;
   push_name: string;

@@ -2958,7 +2958,7 @@ export interface components {
              */
             timestamp: string;
             /**
-             * @description text, image, document, audio, video, sticker, location, contact, reaction, or other for anything else
+             * @description text, image, document, audio, video, sticker, location, contact, reaction, poll, interactive_reply (a user's pick in an interactive message: a button, list row or template button, or a completed flow), or other for anything else
              * @example text
              */
             kind: string;

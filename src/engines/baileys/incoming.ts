@@ -20,6 +20,7 @@ import type {
   MessageSource,
 } from '../../domain/messages.ts';
 import { extended } from '../../domain/objects.ts';
+import { interactiveReplyOf } from './interactive-replies.ts';
 import type { JidResolver } from './jid.ts';
 import { mediaReferenceOf } from './media-download.ts';
 
@@ -77,7 +78,8 @@ function quotedOf(info: proto.IContextInfo | null | undefined): {
 /**
  * The domain content of a platform message (docs/decisions/0018-webhook-events-and-payloads.md `Message` payload, no
  * media bytes): text/extended text, image, video, audio (voice notes included), document (also
- * `documentWithCaption`), sticker, location (and live location), contact card (first of an array), reaction; wrappers
+ * `documentWithCaption`), sticker, location (and live location), contact card (first of an array), reaction, a
+ * reply to an interactive message (buttons, list, template button, flow: interactive-replies.ts); wrappers
  * (ephemeral, view-once, …) are unwrapped with Baileys' `normalizeMessageContent`. Null for protocol-only stanzas
  * (history notifications, revokes, key shares, edits) that are not messages a user sent.
  */
@@ -145,6 +147,11 @@ export function toMessageContent(message: proto.IMessage | null | undefined): Me
   const reaction = content.reactionMessage;
   if (reaction)
     return { kind: 'reaction', reaction: { emoji: reaction.text ?? '', targetId: reaction.key?.id ?? '' } };
+  const answer = interactiveReplyOf(content);
+  if (answer) {
+    const { reply, text, contextInfo } = answer;
+    return { kind: 'interactive_reply', text, interactive: reply, ...quotedOf(contextInfo) };
+  }
   return { kind: 'other' };
 }
 

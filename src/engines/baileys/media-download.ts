@@ -242,13 +242,27 @@ function unreachable(error: unknown, deadline: AbortSignal): DomainError {
 }
 
 /**
+ * The media host answered HTTP 5xx (`status`): a fault of the host (overloaded, restarting, a gateway in front of it
+ * failing; RFC 9110 section 15.6: the server failed to fulfil an apparently valid request), not a refusal of the
+ * file, so it is answered as the host unreachable (503) and the client retries. A 4xx says the request itself is
+ * refused and stays `platform_refused` (403, 404 and 410 are {@link MediaLinkGone}).
+ */
+function hostFault(status: number): DomainError {
+  return new DomainError(
+    'platform_unreachable',
+    `the platform's media host could not serve the file right now (it answered HTTP ${status}); retry shortly`,
+  );
+}
+
+/**
  * Fetches and decrypts the file `reference` (a `download` text written by {@link mediaReferenceOf}) names.
  * The returned iterable yields plaintext as it arrives and throws at the end when a check fails; a consumer
  * keeps nothing until it completes.
  * @param maxBytes the largest plaintext accepted.
  * @throws MediaLinkGone (DomainError gone) when the media host answers 403, 404 or 410 (expired or deleted links);
- *   platform_refused for another answer or a file failing its checks; platform_unreachable when the host cannot
- *   be reached (DNS, TLS, connection, timeout); too_large over `maxBytes`.
+ *   platform_unreachable when the host cannot be reached (DNS, TLS, connection, timeout) or answers a 5xx (a
+ *   transient fault of the host); platform_refused for another answer (another 4xx, an unexpected status) or a
+ *   file failing its checks; too_large over `maxBytes`.
  */
 export async function downloadPlatformMedia(
   reference: string,
@@ -289,6 +303,7 @@ export async function downloadPlatformMedia(
     clearTimeout(timer);
     response.resume();
     if (status === 403 || status === 404 || status === 410) throw new MediaLinkGone(messageId, status);
+    if (status >= 500 && status <= 599) throw hostFault(status);
     throw new DomainError('platform_refused', `the platform's media host answered HTTP ${status}`);
   }
   const tooLarge = () =>

@@ -87,7 +87,9 @@ export const StoredMessageView = Type.Object(
     timestamp: Type.String({ description: 'when it was sent', examples: ['2026-01-15T12:00:00.000Z'] }),
     kind: Type.String({
       description:
-        'text, image, document, audio, video, sticker, location, contact, reaction, or other for anything else',
+        'text, image, document, audio, video, sticker, location, contact, reaction, poll, interactive_reply (a ' +
+        "user's pick in an interactive message: a button, list row or template button, or a completed flow), or " +
+        'other for anything else',
       examples: ['text'],
     }),
     message: Type.Object(
