@@ -173,16 +173,19 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
 /**
  * Hands back the instance's `sending` jobs that no relay of this process holds (src/store/send-job-claims.ts
  * `reclaimSendingJobs`), at the clock's time, in one transaction with the `MessageStatus` events of the jobs it ends
- * instead (docs/decisions/0076-status-with-its-write.md): `canceled` for those a logout found being relayed
+ * instead (docs/decisions/0076-status-with-its-write.md): `sent`, at the time their message row was written, for those
+ * whose message is recorded (their relay went out and was recorded before its process stopped: never relayed again,
+ * docs/decisions/0105-recorded-sends-end-sent-at-the-hand-back.md), `canceled` for those a logout found being relayed
  * (docs/decisions/0074-logout-cancels-pending-sends.md), and `failed`, with their `last_error`, for those whose
  * attempts reached `max_attempts` (docs/decisions/0009-sends-as-jobs.md: a job whose relay was interrupted on each of
- * its attempts is not claimed again). A failed job's outcome reaches its client as any failed job's does: requests of
- * this process waiting for it (one that followed it to another holder, or a forward tried again) carry it, answered
- * `409 message already failed` as from its row (outcomes.ts `endedAnswer`), and its event is left out for them, then
- * recorded if they all left before the answer (waiters.ts `settleOwed`); with none waiting, the event is recorded with
- * the write. Failed jobs are no longer `pending`, so the claims after go on to the jobs accepted behind them. The
- * receipts held for the jobs it ends (src/store/held-receipts.ts: the platform had the message after all) are
- * recorded after those events (docs/decisions/0104-receipts-before-their-send.md).
+ * its attempts is not claimed again). A sent or failed job's outcome reaches its client as any relayed job's does:
+ * requests of this process waiting for it (one that followed it to another holder, or a forward tried again) carry
+ * it, answered with the message's id and `sent_at`, or `409 message already failed`, as from its row (outcomes.ts
+ * `endedAnswer`), and its event is left out for them, then recorded if they all left before the answer (waiters.ts
+ * `settleOwed`); with none waiting, the event is recorded with the write. Ended jobs are no longer `pending`, so the
+ * claims after go on to the jobs accepted behind them. The receipts held for the jobs it ends
+ * (src/store/held-receipts.ts: the platform had the message after all) are recorded after those events
+ * (docs/decisions/0104-receipts-before-their-send.md).
  * @throws the store's error (nothing of it kept; the drain tries again in 1 s, handing back first).
  */
 async function handBack(context: DrainContext, instanceId: string, runner: Runner): Promise<void> {
@@ -192,19 +195,30 @@ async function handBack(context: DrainContext, instanceId: string, runner: Runne
     instanceId,
     async (trx): Promise<{ result: Reclaimed; reports: SendStatusReport[]; events: EngineEvent[] }> => {
       const result = await reclaimSendingJobs(trx, instanceId, at, runner.relaying.ids());
+      // A request waiting for a job ended here carries its outcome (waiters.ts `carryOutcome`).
+      const carried = (id: string, report: SendStatusReport) =>
+        waiters.carryOutcome({ instanceId, id }, report) ? [] : [report];
+      const sent = result.sent.flatMap((job) => carried(job.id, messageReport(job.id, 'sent', job.at)));
       const canceled = result.canceled.map((id) => messageReport(id, 'canceled', at));
-      // A request waiting for a failed job carries its outcome (waiters.ts `carryOutcome`).
-      const failed = result.failed.flatMap((id) => {
-        const report = messageReport(id, 'failed', at, RELAY_ATTEMPTS_INTERRUPTED);
-        return waiters.carryOutcome({ instanceId, id }, report) ? [] : [report];
-      });
+      const failed = result.failed.flatMap((id) =>
+        carried(id, messageReport(id, 'failed', at, RELAY_ATTEMPTS_INTERRUPTED)),
+      );
       // The receipts held for the jobs it ended go out after their outcomes (held-receipts.ts).
-      const events = await takeHeldReceipts(trx, instanceId, [...result.canceled, ...result.failed]);
-      return { result, reports: [...canceled, ...failed], events };
+      const ended = [...result.sent.map((job) => job.id), ...result.canceled, ...result.failed];
+      const events = await takeHeldReceipts(trx, instanceId, ended);
+      return { result, reports: [...sent, ...canceled, ...failed], events };
     },
   );
   if (reclaimed.handed > 0)
     logger.info({ instanceId, jobs: reclaimed.handed }, 'relaying sends whose relay was never confirmed');
+  if (reclaimed.sent.length > 0)
+    logger.info(
+      { instanceId, jobs: reclaimed.sent.map((job) => job.id) },
+      'sends ended sent without another relay: their message was recorded before their relay was interrupted',
+    );
+  // What a request answers for a job another relay ended sent (outcomes.ts `endedAnswer`).
+  for (const job of reclaimed.sent)
+    await settleOwed(waiters, context.report, { instanceId, id: job.id }, { id: job.id, timestamp: job.at });
   if (reclaimed.failed.length === 0) return;
   logger.warn(
     { instanceId, jobs: reclaimed.failed },

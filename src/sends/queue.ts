@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import type { Transaction } from 'kysely';
 import type { DomainError } from '../domain/errors.ts';
 import type { EngineEvent, SentMessage } from '../domain/messages.ts';
@@ -7,23 +6,23 @@ import type { WaitSignal } from '../domain/withdrawal.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventProjection } from '../events/recorder.ts';
 import { runRidingMarks } from '../store/advance-marks.ts';
-import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
+import { outcomeUnknown } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 import { countDueSendJobs } from '../store/send-job-claims.ts';
 import type { LateFailure, NewSendJob, SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import { type DrainContext, drain } from './drain.ts';
-import { RelayFailures } from './failures.ts';
-import { GroupInsert } from './group-insert.ts';
+import type { GroupInsert } from './group-insert.ts';
 import { isLogin, loggedIn, loggedOut } from './logins.ts';
 import { endAccountOnLogout, loggedOutBeforeRelay } from './logout.ts';
-import { PaceKeeper } from './pause.ts';
+import type { PaceKeeper } from './pause.ts';
 import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
-import { JobRelay } from './relay.ts';
-import { Runners, unreleased } from './runners.ts';
+import { queueParts } from './queue-parts.ts';
+import type { JobRelay } from './relay.ts';
+import { type Runners, unreleased } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
-import { DueSweep } from './sweep.ts';
-import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
+import type { DueSweep } from './sweep.ts';
+import type { SyncDeadlines } from './sync-deadline.ts';
 import { type SyncRelayContext, storeSync } from './sync-relay.ts';
 import { SendWaiters } from './waiters.ts';
 
@@ -42,7 +41,7 @@ export type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-dep
  * synchronous send stored and relayed at once (sync-relay.ts), the jobs marked sent in the recorder's transactions
  * (sent-marks.ts), each instance's queue state and wake timer (runners.ts), one pass of an instance's drain
  * (drain.ts), the deadlines of synchronous sends waiting their turn (sync-deadline.ts) and the sweep for due jobs
- * (sweep.ts).
+ * (sweep.ts), made together by queue-parts.ts.
  */
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
@@ -81,102 +80,31 @@ export class SendQueue implements EventProjection {
   /** This node's id, the `locked_by` of the jobs it holds. */
   readonly nodeId: string;
 
+  /** Cheap, no I/O: makes the queue's parts (queue-parts.ts); {@link start} starts its sweep. */
   constructor(deps: SendQueueDeps) {
     this.#deps = deps;
     this.nodeId = deps.nodeId;
-    this.#sweep = new DueSweep({
-      db: deps.db,
-      clock: deps.clock,
-      logger: deps.logger,
-      everyMs: deps.sweepMs ?? 5_000,
-      // Only a queue held here, not draining and not already set to wake later.
-      due: (instanceId) => {
-        const runner = this.#runners.peek(instanceId);
-        if (this.#deps.session(instanceId) && !runner?.draining && !runner?.timer) this.wake(instanceId);
+    const parts = queueParts(
+      deps,
+      { waiters: this.#waiters, sentMarks: this.#sentMarks, stopping: this.#stopping.signal },
+      {
+        wake: (instanceId) => this.wake(instanceId),
+        report: (instanceId, report) => this.report(instanceId, report),
+        pacing: (instanceId) => this.pacing(instanceId),
+        pause: (instanceId) => this.pause(instanceId),
+        store: (job, late) => this.store(job, late),
+        waitFor: (job, signal) => this.waitFor(job, signal),
       },
-    });
-    this.#runners = new Runners(deps.clock, (instanceId) => this.wake(instanceId));
-    this.#deadlines = new SyncDeadlines({
-      db: deps.db,
-      clock: deps.clock,
-      logger: deps.logger,
-      waiters: this.#waiters,
-      waitMs: deps.syncWaitMs ?? SYNC_WAIT_MS,
-      nodeId: deps.nodeId,
-      recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
-      report: (instanceId, report) => this.report(instanceId, report),
-    });
-    this.#pace = new PaceKeeper({
-      db: deps.db,
-      clock: deps.clock,
-      logger: deps.logger,
-      recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
-    });
-    // A relay's own writes wait out a store that cannot be reached until the queue stops: once a job is claimed, its
-    // outcome is stored before anyone is told it, so a store outage never leaves a job `sending` for a second relay
-    // after its request answered (docs/decisions/0009-sends-as-jobs.md, docs/decisions/0011-store-faults.md).
-    // Every write waiting out the store listens to the stop signal: no bound on their number.
-    setMaxListeners(0, this.#stopping.signal);
-    const untilStored = <T>(work: () => Promise<T>): Promise<T> =>
-      untilStoreAnswers(work, deps.clock, Number.POSITIVE_INFINITY, this.#stopping.signal);
-    this.#untilStored = untilStored;
-    this.#inserts = new GroupInsert(deps.db, deps.clock, untilStored);
-    const failures = new RelayFailures({
-      untilStored,
-      db: deps.db,
-      clock: deps.clock,
-      nodeId: deps.nodeId,
-      logger: deps.logger,
-      waiters: this.#waiters,
-      pace: this.#pace,
-      report: (instanceId, report) => this.report(instanceId, report),
-      recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
-      schedule: (instanceId, delayMs) => this.#runners.schedule(instanceId, delayMs),
-      follow: (job, since) => this.#deadlines.follow(job, since),
-    });
-    this.#jobs = new JobRelay({
-      untilStored,
-      db: deps.db,
-      clock: deps.clock,
-      nodeId: deps.nodeId,
-      random: deps.random ?? Math.random,
-      runners: this.#runners,
-      pace: this.#pace,
-      failures,
-      sentMarks: this.#sentMarks,
-      waiters: this.#waiters,
-      report: (instanceId, report) => this.report(instanceId, report),
-      recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
-    });
-    this.#drainContext = {
-      db: deps.db,
-      clock: deps.clock,
-      nodeId: deps.nodeId,
-      logger: deps.logger,
-      session: deps.session,
-      stopped: () => this.#stopping.signal.aborted,
-      pacing: (instanceId) => this.pacing(instanceId),
-      pace: this.#pace,
-      runners: this.#runners,
-      jobs: this.#jobs,
-      recordWith: (instanceId, write) => deps.recordWith(instanceId, write),
-      waiters: this.#waiters,
-      report: (instanceId, report) => this.report(instanceId, report),
-    };
-    this.#syncContext = {
-      nodeId: deps.nodeId,
-      clock: deps.clock,
-      runners: this.#runners,
-      deadlines: this.#deadlines,
-      waiters: this.#waiters,
-      jobs: this.#jobs,
-      untilStored,
-      pacing: (instanceId) => this.pacing(instanceId),
-      pause: (instanceId) => this.pause(instanceId),
-      store: (job, late) => this.store(job, late),
-      waitFor: (job, signal) => this.waitFor(job, signal),
-      wake: (instanceId) => this.wake(instanceId),
-    };
+    );
+    this.#runners = parts.runners;
+    this.#pace = parts.pace;
+    this.#inserts = parts.inserts;
+    this.#jobs = parts.jobs;
+    this.#sweep = parts.sweep;
+    this.#deadlines = parts.deadlines;
+    this.#drainContext = parts.drainContext;
+    this.#syncContext = parts.syncContext;
+    this.#untilStored = parts.untilStored;
   }
 
   /** Nothing to write for an event itself: see {@link derive}. */

@@ -18,7 +18,9 @@ import { markSendJobsSent, markSentSetPostgres, noHeldReceiptsOf } from './send-
  * A job with receipts held for it (src/store/held-receipts.ts, docs/decisions/0104-receipts-before-their-send.md) is
  * not marked there: its receipts are events to record after its message, which a mark made with the advance cannot
  * add. It stays `sending`, answered as not marked, and its relay finishes it in a transaction of its own with those
- * receipts (src/sends/finish.ts).
+ * receipts (src/sends/finish.ts); when the relay's process stops before that finish, the next holder's hand-back
+ * ends it `sent`, its message being recorded (src/store/send-job-claims.ts `reclaimSendingJobs`,
+ * docs/decisions/0105-recorded-sends-end-sent-at-the-hand-back.md).
  */
 
 /**

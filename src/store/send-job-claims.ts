@@ -172,28 +172,57 @@ export const RELAY_ATTEMPTS_INTERRUPTED =
   'recipient';
 
 /**
- * A handed-back job's status: `canceled` when a logout found it being relayed (`logged_out_at` set, migration 0024;
- * docs/decisions/0074-logout-cancels-pending-sends.md), else `pending` while it has an attempt left (`attempts` below
- * `max_attempts`), else `failed`: the claim of its interrupted relay counted its last attempt, and a job whose
+ * SQL of whether the `send_jobs` row's message is recorded: a row of `messages` under its key (the instance and the
+ * job's id, which is the platform message id; one key lookup). The recorder writes it in the transaction that
+ * records the job's own `message` event, so a job found `sending` with its message recorded went out: its relay
+ * recorded it and its process stopped before the job was finished (a mark that rode on the sequence's advance leaves
+ * a job with held receipts `sending` for its relay to finish, src/store/advance-marks.ts). Message rows are never
+ * deleted (a deletion for everyone keeps the row).
+ */
+const MESSAGE_RECORDED = sql<boolean>`exists (select 1 from messages m
+  where m.instance_id = send_jobs.instance_id and m.id = send_jobs.id)`;
+
+/**
+ * A handed-back job's status: `sent` when its message is recorded ({@link MESSAGE_RECORDED}: it went out, and is
+ * never relayed again, docs/decisions/0105-recorded-sends-end-sent-at-the-hand-back.md); else `canceled` when a
+ * logout found it being relayed (`logged_out_at` set, migration 0024;
+ * docs/decisions/0074-logout-cancels-pending-sends.md), else `pending` while it has an attempt left (`attempts`
+ * below `max_attempts`), else `failed`: the claim of its interrupted relay counted its last attempt, and a job whose
  * attempts reached `max_attempts` is not claimed again (Graphile Worker's rule; docs/decisions/0009-sends-as-jobs.md),
  * so a relay that kills its process (a poison message) does not run at every restart for ever.
  */
-const HANDED_BACK_STATUS = sql<SendJobStatus>`case when logged_out_at is not null then 'canceled' when attempts < max_attempts then ${PENDING} else 'failed' end`;
+const HANDED_BACK_STATUS = sql<SendJobStatus>`case when ${MESSAGE_RECORDED} then 'sent'
+  when logged_out_at is not null then 'canceled' when attempts < max_attempts then ${PENDING} else 'failed' end`;
 
 /** A handed-back job's `last_error`: {@link RELAY_ATTEMPTS_INTERRUPTED} when it is failed, else as it was. */
-const HANDED_BACK_ERROR = sql<
-  string | null
->`case when logged_out_at is null and attempts >= max_attempts then ${RELAY_ATTEMPTS_INTERRUPTED} else last_error end`;
+const HANDED_BACK_ERROR = sql<string | null>`case
+  when logged_out_at is null and attempts >= max_attempts and not ${MESSAGE_RECORDED} then ${RELAY_ATTEMPTS_INTERRUPTED}
+  else last_error end`;
+
+/**
+ * A handed-back job's `sent_at` (epoch ms): for one whose message is recorded, when the message row was written (the
+ * time its `sent` mark would have written); null otherwise, as for any job not sent.
+ */
+const HANDED_BACK_SENT_AT = sql<number | null>`(select m.created_at from messages m
+  where m.instance_id = send_jobs.instance_id and m.id = send_jobs.id)`;
+
+/** A handed-back job's payload: dropped for one whose message is recorded (the message row holds the content). */
+const HANDED_BACK_PAYLOAD = sql<string>`case when ${MESSAGE_RECORDED} then '' else payload end`;
 
 /**
  * What {@link reclaimSendingJobs} did: how many jobs it made `pending`, the ids it canceled and the ids it failed,
- * each in acceptance order.
+ * each in acceptance order, and the jobs it ended `sent`.
  */
 export interface Reclaimed {
   handed: number;
   canceled: string[];
   /** Jobs with no attempt left, failed with {@link RELAY_ATTEMPTS_INTERRUPTED} instead of handed back. */
   failed: string[];
+  /**
+   * Jobs whose message is recorded, ended `sent` instead of handed back, in acceptance order: each id with its
+   * `sent_at` (epoch ms, when its message row was written).
+   */
+  sent: { id: string; at: number }[];
 }
 
 /**
@@ -201,10 +230,12 @@ export interface Reclaimed {
  * confirmed (the node that held them died or lost the instance). Called by the instance's new holder before it
  * claims, with the jobs whose relay it is still running as `keep`: handing one of those back would relay it a second
  * time while the first runs (a first relay the platform refuses, a second it takes, and the request answered with
- * the refusal). The next relay reuses each job's id, so the recipient sees the message once. A job a logout found
- * being relayed is canceled instead; one whose attempts (counted at each claim, the interrupted one included)
- * reached its `max_attempts` is failed instead, with {@link RELAY_ATTEMPTS_INTERRUPTED} as its `last_error`
- * ({@link HANDED_BACK_STATUS}; docs/decisions/0009-sends-as-jobs.md). `now` is epoch ms.
+ * the refusal). The next relay reuses each job's id, so the recipient sees the message once. A job whose message is
+ * recorded (its relay went out and was recorded, and its process stopped before the job was finished) is ended
+ * `sent` instead, never relayed again (docs/decisions/0105-recorded-sends-end-sent-at-the-hand-back.md); a job a
+ * logout found being relayed is canceled instead; one whose attempts (counted at each claim, the interrupted one
+ * included) reached its `max_attempts` is failed instead, with {@link RELAY_ATTEMPTS_INTERRUPTED} as its
+ * `last_error` ({@link HANDED_BACK_STATUS}; docs/decisions/0009-sends-as-jobs.md). `now` is epoch ms.
  */
 export async function reclaimSendingJobs(
   db: Kysely<Database>,
@@ -217,6 +248,8 @@ export async function reclaimSendingJobs(
     .set({
       status: HANDED_BACK_STATUS,
       last_error: HANDED_BACK_ERROR,
+      sent_at: HANDED_BACK_SENT_AT,
+      payload: HANDED_BACK_PAYLOAD,
       locked_by: null,
       locked_at: null,
       updated_at: now,
@@ -224,16 +257,17 @@ export async function reclaimSendingJobs(
     .where('instance_id', '=', instanceId)
     .where('status', '=', SENDING)
     .$if(keep.length > 0, (qb) => qb.where('id', 'not in', keep))
-    .returning(['id', 'seq', 'status'])
+    .returning(['id', 'seq', 'status', 'sent_at'])
     .execute();
+  const inOrder = rows.sort((a, b) => Number(a.seq) - Number(b.seq));
   const ended = (status: SendJobStatus) =>
-    rows
-      .filter((row) => row.status === status)
-      .sort((a, b) => Number(a.seq) - Number(b.seq))
-      .map((row) => row.id);
+    inOrder.filter((row) => row.status === status).map((row) => row.id);
   const canceled = ended('canceled');
   const failed = ended('failed');
-  return { handed: rows.length - canceled.length - failed.length, canceled, failed };
+  const sent = inOrder
+    .filter((row) => row.status === 'sent')
+    .map((row) => ({ id: row.id, at: Number(row.sent_at ?? now) }));
+  return { handed: rows.length - canceled.length - failed.length - sent.length, canceled, failed, sent };
 }
 
 /** A job {@link finishSendJob} ended. */

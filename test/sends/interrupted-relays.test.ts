@@ -233,7 +233,7 @@ for (const dialect of testDialects()) {
         locked_by: null,
         last_error: RELAY_ATTEMPTS_INTERRUPTED,
       });
-      assert.deepEqual(reclaimed, { handed: 0, canceled: [], failed: [id] });
+      assert.deepEqual(reclaimed, { handed: 0, canceled: [], failed: [id], sent: [] });
       assert.equal(await claimNextSendJob(db, t.instance.id, 'node-x', t.clock()), undefined);
     });
   });

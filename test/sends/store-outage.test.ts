@@ -83,7 +83,7 @@ for (const dialect of testDialects()) {
       t.clock.set(T0);
       const faults = (sql: string) => {
         if (
-          /^update "send_jobs" set "status" = case when logged_out_at is not null then 'canceled' when attempts < max_attempts then 'pending' else 'failed' end, "last_error" = case /.test(
+          /^update "send_jobs" set "status" = case when exists \(select 1 from messages m[^)]*\) then 'sent'\s/.test(
             sql,
           )
         )

@@ -90,11 +90,19 @@ for (const dialect of testDialects()) {
       assert.equal(await countDueSendJobs(db, 'another', 5_000), 0);
     });
 
-    it('the reclaim of unconfirmed relays reads send_jobs_due', async () => {
+    it("the reclaim of unconfirmed relays reads send_jobs_due, and each job's message by its key", async () => {
       const text = await statementOf(() => reclaimSendingJobs(traced.store.db, 'i-1', 1_000));
       assert.match(text, /'sending'/);
       const plan = await planOf(testStore.store.db, dialect, text);
       assert.match(plan, /send_jobs_due/, plan);
+      // Each job's message looked up in an index (on an empty table PostgreSQL may pick either index led by the
+      // instance; its primary key once the table has rows), never the table read whole.
+      assert.match(
+        plan,
+        dialect === 'sqlite' ? /SEARCH m USING/ : /Index (Only )?Scan using \w+ on messages/,
+        plan,
+      );
+      assert.doesNotMatch(plan, dialect === 'sqlite' ? /SCAN m\b/ : /Seq Scan on messages/, plan);
     });
 
     it('the release of the sends waiting for a new-chat slot reads only what it releases', async () => {
