@@ -178,7 +178,9 @@ export class ChatService {
    * One message with its status (docs/decisions/0009-sends-as-jobs.md): a stored message's delivery state
    * (`sent`, `delivered`, `read`, `played`), or a send not yet relayed: `pending` (queued, scheduled or being
    * relayed), `failed` (with the platform's reason in `error`) or `canceled`; or `sent` for a send that went out
-   * without its message row (recording it failed after the relay).
+   * without its message row (recording it failed after the relay). A send not relayed yet names its chat as every
+   * other read does ({@link storedChatOf}): a send to `<lid>@lid` by the phone JID of the pair parley keeps for the
+   * LID, by the LID while none is kept (docs/decisions/0038-lid-mappings.md).
    * @throws DomainError not_found `instance not found`, `message not found` when the instance has no such message.
    */
   async message(instance: Instance, id: string): Promise<MessageWithStatus> {
@@ -195,10 +197,13 @@ export class ChatService {
       return { ...recorded, status: recorded.state };
     }
     const outgoing = decodeSendPayload(job.payload, job.id);
+    // The job keeps the address it was given; a `<lid>@lid` one is named, as its message will be, by the phone JID of
+    // the pair kept for the LID (docs/decisions/0038-lid-mappings.md).
+    const chat = await storedChatOf(this.#store.db, instance.id, job.chat);
     return {
       id: job.id,
       source: {
-        chat: job.chat,
+        chat,
         sender: instance.jid ?? '',
         isFromMe: true,
         isGroup: job.chat.endsWith(`@${GROUP_DOMAIN}`),

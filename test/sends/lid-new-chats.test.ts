@@ -18,6 +18,7 @@ import { createOrganization } from '../../src/store/organizations.ts';
 import { insertSendJob } from '../../src/store/send-jobs.ts';
 import { chatHasHistory, markNewChatsSince } from '../../src/store/send-pacing.ts';
 import { createTestApp, loginSandbox, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
 import { createTestStore, type TestStore, testDialects } from '../support/store.ts';
 
 const T0 = Date.parse('2026-05-04T09:00:00.000Z');
@@ -74,6 +75,58 @@ for (const dialect of testDialects()) {
       });
       assert.equal(refused.status, 429, JSON.stringify(refused.body));
       await t.call('PUT', '/v1/session/pacing', {});
+    });
+  });
+
+  describe(`queued by number while the pair is unknown, then by LID: one chat opened [${dialect}]`, () => {
+    let t: TestApp;
+    before(async () => {
+      t = await createTestApp({
+        dialect,
+        plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 10_000_000 },
+      });
+      t.clock.set(T0);
+      await loginSandbox(t, OWN);
+    });
+    after(() => t.close());
+
+    const jobRow = (id: string) =>
+      t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['chat', 'status', 'new_chat'])
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+
+    it('the LID send, judged once the number send taught the pair, is in the phone JID chat', async () => {
+      const cap = await t.call('PUT', '/v1/session/pacing', { newChatsPerDay: 1 });
+      assert.equal(cap.status, 200, JSON.stringify(cap.body));
+      const user = '5511988885555';
+      const lid = `13${[...user].reverse().join('')}`;
+      const pairs = () =>
+        t.services.store.db
+          .selectFrom('lid_mappings')
+          .select(['lid', 'phone'])
+          .where('instance_id', '=', t.instance.id)
+          .where('lid', '=', lid)
+          .execute();
+      assert.deepEqual(await pairs(), [], 'no pair kept before the first send');
+      const async = { prefer: 'respond-async' };
+      const byNumber = await t.call('POST', '/v1/messages/send', { phone: user, body: 'hello' }, async);
+      assert.equal(byNumber.status, 202, JSON.stringify(byNumber.body));
+      const byLid = await t.call('POST', '/v1/messages/send', { phone: `${lid}@lid`, body: 'by LID' }, async);
+      assert.equal(byLid.status, 202, JSON.stringify(byLid.body));
+      t.services.sendQueue.wake(t.instance.id);
+      await eventually('both relayed', async () => {
+        const rows = await Promise.all([jobRow(byNumber.body.data.id), jobRow(byLid.body.data.id)]);
+        return rows.every((row) => row.status === 'sent') ? rows : undefined;
+      });
+      assert.deepEqual(await pairs(), [{ lid, phone: user }], 'the number send taught the pair');
+      assert.deepEqual(await jobRow(byNumber.body.data.id), {
+        chat: `${user}@s.whatsapp.net`,
+        status: 'sent',
+        new_chat: 1,
+      });
+      assert.deepEqual(await jobRow(byLid.body.data.id), { chat: `${lid}@lid`, status: 'sent', new_chat: 0 });
     });
   });
 

@@ -39,7 +39,7 @@ export interface AccountOperationsDeps {
   /** The session's calls, for declining a ringing one. */
   calls: CallHandler;
   /**
-   * The open socket for an operation (session.ts `#open`). @throws DomainError not_logged_in / not_connected /
+   * The open socket for an operation (session-parts.ts `open`). @throws DomainError not_logged_in / not_connected /
    * platform_unreachable.
    */
   open: () => Promise<SocketLike>;
@@ -52,7 +52,7 @@ export interface AccountOperationsDeps {
  * profile, privacy and blocklist (profile.ts), chat actions and stars (chat-actions.ts), business labels (labels.ts),
  * channels (channels.ts), declining calls (calls.ts) and LID lookups (lids.ts). Each opens the session's socket first,
  * so it raises what every operation raises, and maps platform errors (errors.ts `mapPlatformErrors`). The session
- * (session.ts) composes one and delegates to it.
+ * (session.ts) delegates to the one its parts hold (session-parts.ts).
  */
 export class AccountOperations
   implements

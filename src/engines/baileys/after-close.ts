@@ -4,9 +4,12 @@ import {
   backoffDelayMs,
   type CloseDecision,
   connectFailure,
+  decideClose,
+  isPlatformRefusal,
   pairingEndedReason,
   refusalLoopReason,
 } from './close-policy.ts';
+import { isBoom } from './errors.ts';
 
 /** Version refreshes a reconnecting login makes in a row before it stops (docs/decisions/0025-live-engine.md). */
 const MAX_VERSION_REFRESHES = 3;
@@ -113,4 +116,25 @@ export function planAfterClose(closed: ClosedSocket): { plan: AfterClose; refusa
     return { kind: 'retry', delayMs, refreshVersion: false, reason };
   })();
   return { plan, refusals };
+}
+
+/** What a lifecycle counts and knows of itself when its socket closes (see {@link ClosedSocket}). */
+export type LifecycleAtClose = Omit<ClosedSocket, 'decision' | 'message' | 'error' | 'refusal'>;
+
+/**
+ * What follows a close with `error` (a Boom carrying the platform's close code, or anything else) of a lifecycle
+ * that is as `at` says: the close-code table's decision (close-policy.ts `decideClose`), the close's message
+ * (`connection closed` when it has none), whether the platform refused the login (`isPlatformRefusal`), and then
+ * {@link planAfterClose}. @returns the decision, the plan and the refusals counted since the last open.
+ */
+export function planForClose(
+  error: unknown,
+  at: LifecycleAtClose,
+): { decision: CloseDecision; plan: AfterClose; refusals: number } {
+  const decision = decideClose(isBoom(error) ? error.output.statusCode : undefined);
+  const message = error instanceof Error ? error.message : 'connection closed';
+  return {
+    decision,
+    ...planAfterClose({ ...at, decision, message, error, refusal: isPlatformRefusal(error) }),
+  };
 }

@@ -1,4 +1,4 @@
-import type { CacheStore, UserFacingSocketConfig, WAVersion } from 'baileys';
+import type { AuthenticationState, CacheStore, UserFacingSocketConfig, WAVersion } from 'baileys';
 import type { EngineSessionContext, SessionLock } from '../engine.ts';
 import type { BaileysLogger, SocketFactory, SocketLike } from './socket.ts';
 
@@ -39,4 +39,21 @@ export interface LifecycleOptions {
   loginRefusalLimit: number;
   /** Attaches the session's listeners to a new socket; returns their detach. */
   attach: (sock: SocketLike) => () => void;
+}
+
+/**
+ * A new socket from `options.socketFactory` on the credentials `auth`, with the session's settings (`socketConfig`),
+ * Baileys' logger and the platform version `version` (undefined: Baileys' own). @throws the factory's error.
+ */
+export function createSocket(
+  options: LifecycleOptions,
+  auth: AuthenticationState,
+  version: WAVersion | undefined,
+): SocketLike {
+  return options.socketFactory({
+    ...options.socketConfig(),
+    auth,
+    logger: options.baileysLogger,
+    ...(version ? { version } : {}),
+  });
 }

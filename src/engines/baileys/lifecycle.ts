@@ -1,16 +1,22 @@
 import type { AuthenticationCreds, ReachoutTimelockState } from 'baileys';
-import { DomainError, SessionReleasedError } from '../../domain/errors.ts';
+import { type DomainError, SessionReleasedError } from '../../domain/errors.ts';
 import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
 import type { CloseOptions } from '../engine.ts';
-import { planAfterClose } from './after-close.ts';
+import { planForClose } from './after-close.ts';
 import { isPaired } from './auth-state.ts';
-import { decideClose, isPlatformRefusal } from './close-policy.ts';
+import {
+  ConnectAttempts,
+  cancelledBy,
+  noAnswerWithin,
+  type StartAttempt,
+  takeLockAndCredentials,
+} from './connect-attempts.ts';
+import { ConnectionReport } from './connection-report.ts';
 import { Credentials } from './credentials.ts';
-import { isBoom } from './errors.ts';
 import { FirstAnswer } from './first-answer.ts';
-import { type LifecycleOptions, QUIESCE_MS } from './lifecycle-options.ts';
-import { connectionState, type Phase, qrLifetimeMs } from './phase.ts';
-import { quiesce } from './quiesce.ts';
+import { createSocket, type LifecycleOptions, QUIESCE_MS } from './lifecycle-options.ts';
+import type { Phase } from './phase.ts';
+import { quiesceOrWarn } from './quiesce.ts';
 import { Reconnects } from './reconnects.ts';
 import { logoutWithin, type SocketLike } from './socket.ts';
 import { SocketSlot } from './socket-slot.ts';
@@ -27,31 +33,16 @@ import { Waiters } from './waiters.ts';
  */
 export class Lifecycle {
   readonly #o: LifecycleOptions;
-  #phase: Phase = 'idle';
+  /** The phase, the reason and cause of the last stop, the QR code, and the states emitted. */
+  readonly #report: ConnectionReport;
   readonly #slot: SocketSlot;
   readonly #credentials: Credentials;
   #generation = 0;
   readonly #reconnects: Reconnects;
-  #reason: string | undefined;
-  /** The state's `cause` with {@link #reason}: set by a stop the platform caused by a takeover or a refusal. */
-  #cause: ConnectionState['cause'];
-  #qr: PairingCode | null = null;
-  #qrCount = 0;
   readonly #gate = new FirstAnswer();
-  #starting: Promise<void> | null = null;
-  /**
-   * The running {@link #starting}'s attempt: what cancelled it, once a teardown (or a logout, as it begins) did. The
-   * first cancel is kept: the attempt's caller hears what ended it, not what came after (a disconnect's conflict,
-   * not the 503 of a release that followed, which would tell its client to retry).
-   */
-  #attempt: StartAttempt | null = null;
+  /** The one connection attempt at a time, and what cancelled it (connect-attempts.ts). */
+  readonly #attempts = new ConnectAttempts();
   readonly #waiters = new Waiters();
-  /**
-   * True while the last connection state emitted was not recorded: it is emitted again at the next QR code and by a
-   * connect while the connection is up (docs/decisions/0076-status-with-its-write.md: a state whose recording
-   * failed is compared and reported again), so the session's status is not lost while its phase lasts.
-   */
-  #stateUnrecorded = false;
   /** The last reach-out timelock the platform reported (`connection.update.reachoutTimeLock`). */
   reachout: ReachoutTimelockState | undefined;
 
@@ -60,16 +51,17 @@ export class Lifecycle {
     this.#reconnects = new Reconnects(options.version, options.fetchVersion, options.context.logger);
     this.#credentials = new Credentials(options.context.auth, options.baileysLogger, options.keyCache);
     this.#slot = new SocketSlot(options.context.logger);
+    this.#report = new ConnectionReport(options.context);
   }
 
   /** The current phase. */
   get phase(): Phase {
-    return this.#phase;
+    return this.#report.phase;
   }
 
   /** The socket when the connection is open (sends need it), else null. */
   get openSocket(): SocketLike | null {
-    return this.#phase === 'open' ? this.#slot.current : null;
+    return this.#report.phase === 'open' ? this.#slot.current : null;
   }
 
   /** The current socket in any phase (pairing-code requests need it while pairing). */
@@ -92,12 +84,12 @@ export class Lifecycle {
 
   /** The engine state (see `connectionState`); synchronous. */
   state(): ConnectionState {
-    return connectionState(this.#phase, this.creds, this.#credentials.paired, this.#reason, this.#cause);
+    return this.#report.state(this.creds, this.#credentials.paired);
   }
 
   /** The current QR code while pairing (docs/decisions/0016-session-lifecycle.md), else null. */
   pairingCode(): PairingCode | null {
-    return this.#phase === 'pairing' ? this.#qr : null;
+    return this.#report.pairingCode();
   }
 
   /** Reads whether paired credentials exist, once, without opening anything (so states emitted are right). */
@@ -117,27 +109,23 @@ export class Lifecycle {
    *   platform_refused (502) for a refusal (close codes).
    */
   async connect(): Promise<void> {
-    if (this.#starting) {
-      if (this.#attempt?.cancelled === undefined) return this.#starting;
-      await this.#starting.catch(() => undefined);
+    const running = this.#attempts.running;
+    if (running) {
+      if (!running.cancelled) return running.done;
+      await running.done.catch(() => undefined);
       return this.connect();
     }
-    if (this.#phase !== 'idle' && this.#phase !== 'stopped') {
-      if (this.#stateUnrecorded) await this.#emitState();
+    const { phase } = this.#report;
+    if (phase !== 'idle' && phase !== 'stopped') {
+      if (this.#report.unrecorded) await this.#emitState();
       return;
     }
-    const attempt: StartAttempt = { cancelled: undefined };
-    this.#attempt = attempt;
-    this.#starting = this.#start(attempt).finally(() => {
-      this.#starting = null;
-      if (this.#attempt === attempt) this.#attempt = null;
-    });
-    return this.#starting;
+    return this.#attempts.start((attempt) => this.#start(attempt));
   }
 
   /** Resolves true once open and logged in, false after `timeoutMs` ms or when the attempt stops. */
   waitForLogin(timeoutMs: number): Promise<boolean> {
-    return this.#waiters.wait(() => this.#phase === 'open' && this.state().loggedIn, timeoutMs);
+    return this.#waiters.wait(() => this.#report.phase === 'open' && this.state().loggedIn, timeoutMs);
   }
 
   /** Ends the socket, keeps the credentials (docs/api.md#session: disconnect). */
@@ -151,16 +139,14 @@ export class Lifecycle {
   async logout(): Promise<void> {
     const sock = this.openSocket;
     this.#generation += 1;
-    this.#cancelAttempt(cancelledBy('a logout'));
+    this.#attempts.cancel(cancelledBy('a logout'));
     if (sock) {
-      try {
-        await logoutWithin(sock, 5_000);
-      } catch (error) {
+      await logoutWithin(sock, 5_000).catch((error: unknown) => {
         this.#o.context.logger.warn(
           { err: error },
           'unlinking on the platform failed; deleting credentials anyway',
         );
-      }
+      });
     }
     await this.#teardown('idle', undefined, undefined, cancelledBy('a logout'));
     try {
@@ -172,7 +158,7 @@ export class Lifecycle {
 
   /**
    * Shutdown or hand-over to another node: lets the incoming stanzas being handled finish, with the listeners
-   * still attached so their events are recorded, and starts no other ({@link quiesce}, at most
+   * still attached so their events are recorded, and starts no other (quiesce.ts `quiesce`, at most
    * {@link QUIESCE_MS}); then ends the socket and releases the lock without changing anything stored or emitting.
    * `fenced` (the instance's lease is lost or about to expire, docs/decisions/0008-leases-and-fencing.md) ends the
    * socket at once, with no closing handshake: with the store unreachable the quiescing would spend its whole
@@ -186,16 +172,12 @@ export class Lifecycle {
     // from the platform only to be cut below without quiescing.
     this.#generation += 1;
     const sock = this.#slot.current;
-    if (sock && this.#phase === 'open' && options?.fenced !== true) {
-      const quiet = await quiesce(sock, QUIESCE_MS);
-      if (!quiet)
-        this.#o.context.logger.warn(
-          { waitedMs: QUIESCE_MS },
-          'incoming messages were still being handled when the socket was closed',
-        );
+    if (sock && this.#report.phase === 'open' && options?.fenced !== true) {
+      await quiesceOrWarn(sock, QUIESCE_MS, this.#o.context.logger);
     }
     const fenced = options?.fenced === true;
-    await this.#teardown('idle', this.#reason, this.#cause, new SessionReleasedError(), fenced);
+    const { reason, cause } = this.#report;
+    await this.#teardown('idle', reason, cause, new SessionReleasedError(), fenced);
   }
 
   /** Stops because the store lock was lost (another process took over, or it expired). */
@@ -216,48 +198,22 @@ export class Lifecycle {
   }
 
   /**
-   * The connection attempt `attempt` that {@link connect} started: lock, credentials, socket. A teardown while it
-   * waits on the store (the lock's statements, the credentials' read) cancels it ({@link #cancelAttempt}); the attempt
-   * then releases the lock it may have taken meanwhile and ends with the error of the first teardown that cancelled
-   * it, opening nothing: the session may have been released (its lease lost,
-   * docs/decisions/0008-leases-and-fencing.md), and a socket opened now would hold no lock and be reached by no fence;
-   * after a logout, it would open on the deleted credentials.
+   * The connection attempt `attempt` that {@link connect} started: lock, credentials (connect-attempts.ts
+   * `takeLockAndCredentials`), socket. A teardown while it waits on the store (the lock's statements, the credentials'
+   * read) cancels it ({@link ConnectAttempts.cancel}); the attempt then releases the lock it may have taken meanwhile
+   * and ends with the error of the first teardown that cancelled it, opening nothing: the session may have been
+   * released (its lease lost, docs/decisions/0008-leases-and-fencing.md), and a socket opened now would hold no lock
+   * and be reached by no fence; after a logout, it would open on the deleted credentials.
    */
   async #start(attempt: StartAttempt): Promise<void> {
-    const { lock } = this.#o;
     // A teardown still waiting for its socket to close would release the lock taken now.
     await this.#slot.handedOver;
-    const taken = await lock.acquire();
-    if (!taken.acquired) {
-      throw new DomainError(
-        'conflict',
-        `instance is connected by another parley process (${taken.holder}); its lock expires at ${taken.expiresAt}`,
-      );
-    }
-    if (attempt.cancelled !== undefined) {
-      await lock.release();
-      throw attempt.cancelled;
-    }
-    try {
-      await this.#credentials.load();
-    } catch (error) {
-      await lock.release();
-      throw attempt.cancelled ?? error;
-    }
-    if (attempt.cancelled !== undefined) {
-      await lock.release();
-      throw attempt.cancelled;
-    }
-    this.#reason = undefined;
-    this.#cause = undefined;
+    await takeLockAndCredentials(attempt, this.#o.lock, () => this.#credentials.load());
+    this.#report.starting();
     this.#reconnects.reset();
-    this.#qrCount = 0;
-    const seconds = this.#o.connectDeadlineMs / 1000;
-    const first = this.#gate.start(this.#o.connectDeadlineMs, () => {
-      const error = new DomainError(
-        'platform_unreachable',
-        `cannot reach the platform: no answer within ${seconds} s`,
-      );
+    const deadlineMs = this.#o.connectDeadlineMs;
+    const first = this.#gate.start(deadlineMs, () => {
+      const error = noAnswerWithin(deadlineMs);
       this.#background(this.#failFirst(error, 'the platform did not answer in time'), 'connect deadline');
     });
     this.#open();
@@ -268,16 +224,11 @@ export class Lifecycle {
     const auth = this.#credentials.loaded;
     if (!auth) return;
     void this.#slot.end();
-    this.#phase = 'connecting';
+    this.#report.phase = 'connecting';
     const generation = ++this.#generation;
     let sock: SocketLike;
     try {
-      sock = this.#o.socketFactory({
-        ...this.#o.socketConfig(),
-        auth: auth.state,
-        logger: this.#o.baileysLogger,
-        ...(this.#reconnects.version ? { version: this.#reconnects.version } : {}),
-      });
+      sock = createSocket(this.#o, auth.state, this.#reconnects.version);
     } catch (error) {
       this.#background(this.#closed(generation, error), 'socket creation failed');
       return;
@@ -300,20 +251,14 @@ export class Lifecycle {
   }
 
   #onQr(code: string): void {
-    this.#qrCount += 1;
-    this.#qr = { code, expiresAt: this.#o.context.clock() + qrLifetimeMs(this.#qrCount) };
-    const entering = this.#phase !== 'pairing';
-    this.#phase = 'pairing';
+    const entering = this.#report.qrShown(code);
     this.#gate.settle();
-    if (entering || this.#stateUnrecorded) this.#background(this.#emitState(), 'pairing started');
+    if (entering || this.#report.unrecorded) this.#background(this.#emitState(), 'pairing started');
   }
 
   async #onOpen(): Promise<void> {
-    this.#phase = 'open';
+    this.#report.opened();
     this.#reconnects.opened();
-    this.#qr = null;
-    this.#reason = undefined;
-    this.#cause = undefined;
     this.#o.context.logger.info({ jid: this.state().jid }, 'connected to the platform');
     this.#gate.settle();
     this.#waiters.wakeAll();
@@ -321,7 +266,7 @@ export class Lifecycle {
   }
 
   /**
-   * Carries out what follows a close of the socket of `generation` (`planAfterClose`, after-close.ts). After the
+   * Carries out what follows a close of the socket of `generation` (`planForClose`, after-close.ts). After the
    * version refresh a plan may wait for, nothing opens when the connection was ended meanwhile (a disconnect, a
    * logout, a close or a lost lock: the generation moved on, and the lock may be another process's by then).
    */
@@ -330,14 +275,9 @@ export class Lifecycle {
     // Closed already: Baileys reports the close once its WebSocket is closed.
     void this.#slot.end();
     this.#reconnects.closed();
-    const decision = decideClose(isBoom(error) ? error.output.statusCode : undefined);
-    const { plan, refusals } = planAfterClose({
-      decision,
-      message: error instanceof Error ? error.message : 'connection closed',
-      error,
+    const { decision, plan, refusals } = planForClose(error, {
       connecting: this.#gate.open,
       paired: this.creds ? isPaired(this.creds) : false,
-      refusal: isPlatformRefusal(error),
       refusals: this.#reconnects.refusals,
       refusalLimit: this.#o.loginRefusalLimit,
       refreshes: this.#reconnects.refreshes,
@@ -367,12 +307,12 @@ export class Lifecycle {
       case 'retry':
         if (plan.refreshVersion) await this.#reconnects.refreshVersion();
         if (generation !== this.#generation) return;
-        this.#phase = 'waiting';
-        this.#cause = undefined;
-        this.#reason = plan.reason;
+        this.#report.phase = 'waiting';
+        this.#report.cause = undefined;
+        this.#report.reason = plan.reason;
         logger.warn({ code, action: decision.action, delayMs: plan.delayMs }, plan.reason);
         this.#reconnects.schedule(plan.delayMs, () => {
-          if (this.#phase === 'waiting') this.#open();
+          if (this.#report.phase === 'waiting') this.#open();
         });
         await this.#emitState();
     }
@@ -426,24 +366,13 @@ export class Lifecycle {
     drop = false,
   ): Promise<void> {
     this.#generation += 1;
-    this.#cancelAttempt(cancel);
+    this.#attempts.cancel(cancel);
     this.#reconnects.cancel();
     const handOver = this.#slot.handOver(this.#o.lock, drop);
     this.#gate.take()?.reject(cancel);
-    this.#phase = phase;
-    this.#reason = reason;
-    this.#cause = cause;
-    this.#qr = null;
+    this.#report.ended(phase, reason, cause);
     this.#waiters.wakeAll();
     await handOver;
-  }
-
-  /**
-   * Cancels the connection attempt still waiting on the store, if any, with `cancel`, unless an earlier teardown
-   * already did ({@link #start} ends with the first).
-   */
-  #cancelAttempt(cancel: DomainError): void {
-    if (this.#attempt !== null) this.#attempt.cancelled ??= cancel;
   }
 
   /** Deletes the credentials on a platform-driven path: a failure is logged and named in the stop reason. */
@@ -455,29 +384,16 @@ export class Lifecycle {
         { err: error },
         'deleting the stored platform credentials failed; they are deleted before the next connect',
       );
-      this.#reason = `${this.#reason ?? 'stopped'} (deleting the stored credentials failed: retried at the next connect)`;
+      const reason = this.#report.reason ?? 'stopped';
+      this.#report.reason = `${reason} (deleting the stored credentials failed: retried at the next connect)`;
     }
   }
 
-  /** Emits the current state; a failure is logged and sets {@link #stateUnrecorded}. */
-  async #emitState(): Promise<void> {
-    // Cleared as the state goes out, so that another emit while this one is recorded does not repeat it.
-    this.#stateUnrecorded = false;
-    try {
-      await this.#o.context.emit({ type: 'connection', state: this.state() });
-    } catch (error) {
-      this.#stateUnrecorded = true;
-      this.#o.context.logger.error({ err: error }, 'recording a connection state failed');
-    }
+  /**
+   * Emits the current state; a failure is logged and marks it unrecorded (connection-report.ts
+   * `ConnectionReport.emit`).
+   */
+  #emitState(): Promise<void> {
+    return this.#report.emit(this.state());
   }
-}
-
-/** A connection attempt of {@link Lifecycle.connect}: what cancelled it first, once a teardown did. */
-interface StartAttempt {
-  cancelled: DomainError | undefined;
-}
-
-/** The error of a connection attempt that `what` (a disconnect, a logout, a lost lock) cancelled. */
-function cancelledBy(what: string): DomainError {
-  return new DomainError('conflict', `the connection attempt was cancelled by ${what}`);
 }

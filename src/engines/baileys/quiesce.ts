@@ -73,3 +73,20 @@ export async function quiesce(sock: QuiescibleSocket, timeoutMs: number): Promis
     clearTimeout(timer);
   }
 }
+
+/**
+ * {@link quiesce} for a graceful close: waits at most `timeoutMs` milliseconds, and a socket whose stanzas were still
+ * being handled then is logged as a warning on `logger` (its stanzas are cut as the close cuts them). Never throws.
+ */
+export async function quiesceOrWarn(
+  sock: QuiescibleSocket,
+  timeoutMs: number,
+  logger: { warn(obj: unknown, msg?: string): void },
+): Promise<void> {
+  const quiet = await quiesce(sock, timeoutMs);
+  if (!quiet)
+    logger.warn(
+      { waitedMs: timeoutMs },
+      'incoming messages were still being handled when the socket was closed',
+    );
+}

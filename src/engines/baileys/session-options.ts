@@ -104,8 +104,8 @@ export function keepsSignalKey(key: string): boolean {
 /**
  * The Baileys socket settings of a session (docs/decisions/0025-live-engine.md, Socket settings): no online mark on
  * connect, own events not emitted, a 20 s query timeout, the keep-alive interval, history sync as configured, and
- * the session's caches; `getMessage` answers the platform's retry requests (session.ts). A send to a group whose
- * metadata the cache does not hold gets it from `fetchGroup` (session.ts: fetched through the session's socket,
+ * the session's caches; `getMessage` answers the platform's retry requests (session-parts.ts). A send to a group whose
+ * metadata the cache does not hold gets it from `fetchGroup` (session-parts.ts: fetched through the session's socket,
  * kept in the cache and teaching the resolver the members' LID pairs, groups.ts `keepGroup`,
  * docs/decisions/0038-lid-mappings.md) instead of Baileys fetching it unseen; `fetchGroup` answering undefined (no
  * socket) lets Baileys fetch it, and its error fails the send as Baileys' own fetch would. Status sends
