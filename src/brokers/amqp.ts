@@ -46,8 +46,9 @@ interface Channel {
  * publish resolves only on the broker's confirm: a message the broker returned because no queue is bound to its
  * routing key, or nacked, fails the attempt, which the outbox retries. Several lanes may share the connection;
  * publishes on it are confirmed independently. RabbitMQ does not announce its `max_message_size`: it closes the
- * channel for a message over it, telling the limit, which this connection then keeps, opening another channel, and
- * checks every later body against before sending it.
+ * channel for a message over it, telling the limit, which this connection then keeps, opening another channel; a
+ * later body over it is sent on a channel of its own, which reads the broker's limit of the moment (a raised one
+ * included) and is the only one RabbitMQ closes when the body is still too large.
  */
 export class AmqpConnection implements BrokerConnection {
   readonly #model: ChannelModel;
@@ -113,11 +114,7 @@ export class AmqpConnection implements BrokerConnection {
         if (this.#reopening === reopening) this.#reopening = undefined;
       });
     });
-    channel.on('return', (message) => {
-      const publish = headerText(message.properties.headers?.[PUBLISH_HEADER]);
-      const pending = publish === undefined ? undefined : this.#pending.get(publish);
-      if (pending !== undefined) pending.returned = true;
-    });
+    channel.on('return', (message) => this.#returned(message));
     return watched;
   }
 
@@ -185,11 +182,13 @@ export class AmqpConnection implements BrokerConnection {
   }
 
   /**
-   * One confirmed publish. A body larger than the `max_message_size` RabbitMQ told on this connection is not sent: the
-   * attempt fails with {@link tooLargeForRabbitMq}, the connection left open (docs/decisions/0037-broker-endpoints.md
-   * "Message size"). The message RabbitMQ closes the channel for fails the same way; the publishes in flight on
-   * that channel fail as unanswered (`the connection to the broker ended before it answered: RabbitMQ closed the
-   * channel for another message …`), and the connection publishes on, on a new channel.
+   * One confirmed publish. A body larger than the `max_message_size` RabbitMQ told on this connection is not sent on
+   * the connection's channel, which RabbitMQ would close for it (failing the other publishes in flight on it): it
+   * goes on a channel of its own ({@link #publishAlone}), which reads the broker's limit as it opens, so a limit
+   * raised since is honoured at the next attempt (docs/decisions/0037-broker-endpoints.md "Message size"). The
+   * message RabbitMQ closes the channel for fails with {@link tooLargeForRabbitMq}; the publishes in flight on that
+   * channel fail as unanswered (`the connection to the broker ended before it answered: RabbitMQ closed the channel
+   * for another message …`), and the connection publishes on, on a new channel.
    */
   async #publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
     const body = Buffer.from(message.body, 'utf8');
@@ -209,16 +208,104 @@ export class AmqpConnection implements BrokerConnection {
       if (this.#closed) throw new BrokerError('the connection to the broker was closed');
     }
     const max = this.#maxMessageSize;
-    if (max !== undefined && body.length > max) throw tooLargeForRabbitMq(body.length, max);
-    const left = Math.max(1, Math.round(timeoutMs - (performance.now() - started)));
+    if (max !== undefined && body.length > max) return this.#publishAlone(message, body, timeoutMs, started);
     const channel = this.#channel;
+    try {
+      await this.#confirm(channel.channel, message, body, timeoutMs, started);
+    } catch (error) {
+      const oversize = channel.oversize;
+      if (oversize !== undefined) {
+        // RabbitMQ closed the channel for a message's size: this one's, or another's ahead of it, dropping this one
+        // (or leaving its confirm unsaid). The connection is fine.
+        if (body.length > oversize.max) throw tooLargeForRabbitMq(body.length, oversize.max);
+        throw new BrokerError(
+          `the connection to the broker ended before it answered: RabbitMQ closed the channel for another message of ${oversize.bytes} bytes, over its max_message_size of ${oversize.max} bytes`,
+          { cause: error },
+        );
+      }
+      // Nothing more can be told of a message that was neither confirmed nor refused: start afresh, once the other
+      // lanes' publishes on this connection have had their answers.
+      if (!(error instanceof BrokerError && error.message.startsWith('the broker refused'))) this.retire();
+      throw error instanceof BrokerError ? error : publishError(error);
+    }
+    return `confirmed by RabbitMQ (exchange ${this.#exchange})`;
+  }
+
+  /**
+   * Publishes `body`, larger than the limit RabbitMQ told on this connection, on a confirm channel of its own, closed
+   * afterwards. RabbitMQ reads its `max_message_size` when a channel opens, so this channel holds the broker's limit
+   * of now, raised or not: a body within it is confirmed; one over it closes this channel only, the attempt failing
+   * with {@link tooLargeForRabbitMq} and the limit it told, and the connection's channel goes on undisturbed.
+   * @param started when the attempt began (`performance.now()`), so the whole attempt keeps within `timeoutMs`.
+   * @throws BrokerError as {@link #publish} does.
+   */
+  async #publishAlone(
+    message: BrokerMessage,
+    body: Buffer,
+    timeoutMs: number,
+    started: number,
+  ): Promise<string> {
+    const opening = this.#model.createConfirmChannel();
+    let channel: ConfirmChannel;
+    try {
+      channel = await withTimeout(
+        opening,
+        Math.max(1, Math.round(timeoutMs - (performance.now() - started))),
+        () => new BrokerError(`the broker did not open a new channel within ${timeoutMs} ms`),
+      );
+    } catch (error) {
+      // Nothing was sent; a connection that cannot open a channel is replaced.
+      opening.then(
+        (late) => late.close().catch(() => {}),
+        () => {},
+      );
+      this.retire();
+      throw error instanceof BrokerError ? error : publishError(error);
+    }
+    let oversize: { bytes: number; max: number } | undefined;
+    let ended = false;
+    channel.on('error', (error: unknown) => {
+      // Emitted before the channel's unconfirmed publishes are failed (amqplib), so they find it set.
+      const match = error instanceof Error ? OVER_MAX_SIZE.exec(error.message) : null;
+      if (match !== null) oversize = { bytes: Number(match[1]), max: Number(match[2]) };
+    });
+    channel.on('close', () => {
+      ended = true;
+    });
+    channel.on('return', (returned) => this.#returned(returned));
+    try {
+      await this.#confirm(channel, message, body, timeoutMs, started);
+    } catch (error) {
+      if (oversize !== undefined) throw tooLargeForRabbitMq(body.length, oversize.max);
+      if (!(error instanceof BrokerError && error.message.startsWith('the broker refused'))) this.retire();
+      throw error instanceof BrokerError ? error : publishError(error);
+    } finally {
+      if (!ended) await channel.close().catch(() => {});
+    }
+    return `confirmed by RabbitMQ (exchange ${this.#exchange})`;
+  }
+
+  /**
+   * Publishes `body` on `channel` (persistent, `mandatory`, numbered by {@link PUBLISH_HEADER}) and waits for its
+   * confirm, within what is left of `timeoutMs` since `started` (`performance.now()`).
+   * @throws BrokerError when the broker nacks it (`the broker refused …`), returns it (no queue bound), or does not
+   *   confirm it in time; amqplib's error when the channel ends first.
+   */
+  async #confirm(
+    channel: ConfirmChannel,
+    message: BrokerMessage,
+    body: Buffer,
+    timeoutMs: number,
+    started: number,
+  ): Promise<void> {
+    const left = Math.max(1, Math.round(timeoutMs - (performance.now() - started)));
     this.#published += 1;
     const publish = String(this.#published);
     const pending = { returned: false };
     this.#pending.set(publish, pending);
     const confirmed = new Promise<void>((resolve, reject) => {
       try {
-        channel.channel.publish(
+        channel.publish(
           this.#exchange,
           message.subject,
           body,
@@ -245,21 +332,6 @@ export class AmqpConnection implements BrokerConnection {
         left,
         () => new BrokerError(`the broker did not confirm the message within ${timeoutMs} ms`),
       );
-    } catch (error) {
-      const oversize = channel.oversize;
-      if (oversize !== undefined) {
-        // RabbitMQ closed the channel for a message's size: this one's, or another's ahead of it, dropping this one
-        // (or leaving its confirm unsaid). The connection is fine.
-        if (body.length > oversize.max) throw tooLargeForRabbitMq(body.length, oversize.max);
-        throw new BrokerError(
-          `the connection to the broker ended before it answered: RabbitMQ closed the channel for another message of ${oversize.bytes} bytes, over its max_message_size of ${oversize.max} bytes`,
-          { cause: error },
-        );
-      }
-      // Nothing more can be told of a message that was neither confirmed nor refused: start afresh, once the other
-      // lanes' publishes on this connection have had their answers.
-      if (!(error instanceof BrokerError && error.message.startsWith('the broker refused'))) this.retire();
-      throw error instanceof BrokerError ? error : publishError(error);
     } finally {
       this.#pending.delete(publish);
     }
@@ -268,7 +340,13 @@ export class AmqpConnection implements BrokerConnection {
         `no queue is bound to routing key ${message.subject} on exchange ${this.#exchange}: the broker returned the message`,
       );
     }
-    return `confirmed by RabbitMQ (exchange ${this.#exchange})`;
+  }
+
+  /** Marks the publish a message the broker returned names ({@link PUBLISH_HEADER}) as returned. */
+  #returned(message: { properties: { headers?: Record<string, unknown> } }): void {
+    const publish = headerText(message.properties.headers?.[PUBLISH_HEADER]);
+    const pending = publish === undefined ? undefined : this.#pending.get(publish);
+    if (pending !== undefined) pending.returned = true;
   }
 
   async close(): Promise<void> {

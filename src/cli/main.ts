@@ -1,8 +1,8 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError, loadConfig } from '../config/config.ts';
 import { DomainError } from '../domain/errors.ts';
-import type { Store } from '../store/database.ts';
-import type { CliIo, CommandContext } from './commands/context.ts';
+import { describeStore, type Store } from '../store/database.ts';
+import { type CliIo, type CommandContext, integer } from './commands/context.ts';
 import { registerInstances } from './commands/instances.ts';
 import { registerKeys } from './commands/keys.ts';
 import { registerListen } from './commands/listen.ts';
@@ -11,7 +11,7 @@ import { registerServe, registerSim } from './commands/serve.ts';
 import { registerUsers } from './commands/users.ts';
 import { CliError } from './errors.ts';
 import { examples } from './examples.ts';
-import { openAdminStore } from './store.ts';
+import { LOCK_WAIT_SECONDS, openAdminStore, withAdminWrites } from './store.ts';
 import { packageVersion } from './version.ts';
 
 export type { CliIo } from './commands/context.ts';
@@ -54,6 +54,12 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
       '--init',
       'create the store (SQLite file) or apply the migrations (PostgreSQL) when it does not exist yet',
     )
+    .option(
+      '--lock-wait <seconds>',
+      "SQLite: how long a command that writes waits for the store's write lock another process holds",
+      integer('--lock-wait'),
+      LOCK_WAIT_SECONDS,
+    )
     .version(packageVersion(), '-V, --version', 'print the version of parley and exit')
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
@@ -74,6 +80,18 @@ export async function main(argv: string[], io: CliIo = processIo): Promise<numbe
   };
   const context: CommandContext = {
     withStore,
+    withStoreWrites: (run) =>
+      withStore((store) =>
+        withAdminWrites(
+          store,
+          {
+            where: describeStore(loadConfig(io.env).database),
+            waitSeconds: program.opts<{ lockWait: number }>().lockWait,
+            onWait: (message) => io.err(`parley: ${message}`),
+          },
+          run,
+        ),
+      ),
     setJson: (value) => {
       json = value;
     },

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import type { Kysely } from 'kysely';
 import type { Config } from '../config/config.ts';
 import { DomainError } from '../domain/errors.ts';
 import {
@@ -12,6 +13,8 @@ import {
   storeFailure,
 } from '../store/database.ts';
 import { isSqliteBusy } from '../store/migrate.ts';
+import type { Database } from '../store/schema.ts';
+import { WriteLockTimeout, withWriteLock } from '../store/write-lock.ts';
 import { CliError } from './errors.ts';
 
 /**
@@ -82,4 +85,48 @@ function pointer(config: Config): string {
     "the server's parley.db, e.g. DATA_DIR=/srv/parley/data npx parley org list) or the same DATABASE_URL " +
     '(postgres://… or sqlite:PATH) as the server.'
   );
+}
+
+/** Default of `--lock-wait`, seconds: how long a command that writes waits for SQLite's write lock (docs/cli.md). */
+export const LOCK_WAIT_SECONDS = 60;
+
+/** How long a command waits for SQLite's write lock before it says it is waiting, ms (docs/cli.md). */
+export const LOCK_NOTICE_MS = 3_000;
+
+/**
+ * Runs `run`, a command's writes, on `store` (docs/cli.md "Beside a running server",
+ * docs/decisions/0109-cli-writes-wait-for-the-write-lock.md): in one transaction that waits up to `waitSeconds` for
+ * the SQLite write lock another process holds, `onWait` told (a line for stderr) after {@link LOCK_NOTICE_MS}.
+ * @param where the store as messages name it ({@link describeStore}).
+ * @throws CliError naming the lock, the store and the wait when the lock stayed held for the whole wait (nothing was
+ *   written); whatever `run` throws (its writes rolled back).
+ */
+export async function withAdminWrites<T>(
+  store: Store,
+  options: { where: string; waitSeconds: number; onWait: (message: string) => void },
+  run: (db: Kysely<Database>) => Promise<T>,
+): Promise<T> {
+  const { where, waitSeconds, onWait } = options;
+  try {
+    return await withWriteLock(
+      store,
+      {
+        waitMs: waitSeconds * 1000,
+        noticeAfterMs: LOCK_NOTICE_MS,
+        onWait: () =>
+          onWait(
+            "another process holds the store's write lock (the server writing, a sqlite3 session?): " +
+              `waiting up to ${waitSeconds} s for it`,
+          ),
+      },
+      run,
+    );
+  } catch (error) {
+    if (!(error instanceof WriteLockTimeout)) throw error;
+    throw new CliError(
+      `gave up after ${waitSeconds} s waiting for the write lock of the ${where}, which another process holds ` +
+        '(the server writing, a sqlite3 session, another parley command): nothing was changed; try again, or wait ' +
+        'longer with --lock-wait <seconds>',
+    );
+  }
 }

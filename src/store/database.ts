@@ -14,6 +14,7 @@ import { currentSchemaDialect } from './pg-introspection.ts';
 import { namedStatementPool } from './pg-statements.ts';
 import type { Database } from './schema.ts';
 import { type CheckpointReport, WalCheckpoints } from './wal-checkpoints.ts';
+import { sqliteWriteDb, useForWrites } from './write-lock.ts';
 
 export {
   isInitialised,
@@ -137,6 +138,8 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
     });
     // The migrator's handle on the same connection (it never closes it): its migrations run in one transaction.
     const migrationDb = sqliteMigrationDb(statements, options.faults, options.lostAnswers);
+    // A command's writes in one transaction that waits for the write lock (src/store/write-lock.ts).
+    const writeDb = sqliteWriteDb(statements, options.faults, options.lostAnswers);
     const store: Store = {
       db,
       dialect: 'sqlite',
@@ -144,12 +147,14 @@ export async function openStore(config: DatabaseConfig, options: OpenStoreOption
       destroy: async () => {
         await checkpoints?.stop();
         await migrationDb.destroy();
+        await writeDb.destroy();
         await db.destroy();
         // Kysely closes the connection only if `db` ran a query; a store that only migrated closes it here.
         if (sqlite.open) sqlite.close();
       },
     };
     useForMigrations(store, migrationDb);
+    useForWrites(store, writeDb);
     return store;
   }
   // `pg` is loaded only for a PostgreSQL store: the embedded default, and every command-line call on it, skip its

@@ -2,9 +2,9 @@
  * An event over RabbitMQ's `max_message_size` against this machine's RabbitMQ (docs/decisions/0037-broker-endpoints.md
  * "Message size"): RabbitMQ does not announce the limit and closes the channel for such a message; the attempt fails
  * naming the event's size and the limit, the connection stays (a new channel on it), later events over the limit
- * fail the same way without being sent, and the events around them are confirmed on the one connection. The limit
- * is lowered to 1 MiB with `rabbitmqctl eval` only while the test's connection opens (a channel reads it when it
- * opens), then set back.
+ * go on a channel of their own, refused there while the limit stands and confirmed once it is raised, and the events
+ * around them are confirmed on the one connection. The limit is lowered to 1 MiB with `rabbitmqctl eval` only while
+ * a test's connection or its event's own channel opens (a channel reads it when it opens), then set back.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
@@ -46,7 +46,7 @@ const tooLarge = (bytes: number) =>
   `BrokerError: event of ${bytes} bytes is larger than RabbitMQ's max_message_size of ${LIMIT} bytes`;
 
 /** Runs `open` with RabbitMQ's limit at {@link LIMIT}, setting the machine's own value back after it. */
-async function openedAtLimit<T>(open: () => Promise<T>): Promise<T> {
+async function atLimit<T>(open: () => Promise<T>): Promise<T> {
   const before = await rabbitMaxMessageSize();
   await setRabbitMaxMessageSize(LIMIT);
   try {
@@ -83,12 +83,14 @@ if (brokersConfigured())
           (error: unknown) => outcomes.push(String(error)),
         );
       try {
-        await openedAtLimit(() => attempt(sized('small', 1, 10)));
+        await atLimit(() => attempt(sized('small', 1, 10)));
         // At the limit exactly RabbitMQ takes it; one byte more and it closes the channel, telling its limit, which
         // fails that attempt; twice the limit is then not sent at all.
         await attempt(sized('at', 0, LIMIT));
         await attempt(sized('over', 1, LIMIT + 1));
-        await attempt(sized('over', 2, 2 * LIMIT));
+        // Over the limit told, the event goes on a channel of its own, which reads the broker's limit as it opens:
+        // still 1 MiB here, so it is refused the same way.
+        await atLimit(() => attempt(sized('over', 2, 2 * LIMIT)));
         await attempt(sized('small', 2, 10));
       } finally {
         AmqpConnection.open = amqpOpen;
@@ -108,7 +110,7 @@ if (brokersConfigured())
       cleanups.push(() => queue.remove());
       const target = parseBrokerUrl(`${AMQP_URL}/?exchange=${exchange}`).target;
       if (target.kind !== 'amqp') throw new Error('an amqp URL');
-      const connection = await openedAtLimit(() => AmqpConnection.open(target, '127.0.0.1', TIMEOUT_MS));
+      const connection = await atLimit(() => AmqpConnection.open(target, '127.0.0.1', TIMEOUT_MS));
       cleanups.push(() => connection.close());
       // Both go out on the channel before RabbitMQ answers: it closes the channel at the first, dropping the second.
       const outcomes = await Promise.allSettled([
@@ -132,5 +134,37 @@ if (brokersConfigured())
         (await queue.drain()).map((queued) => queued.messageId),
         ['behind-2'],
       );
+    });
+
+    it('a limit raised while connected lets the event through at its next attempt, same connection', async () => {
+      const exchange = unique('parley-big-');
+      const queue = await amqpQueue(exchange, '#');
+      cleanups.push(() => queue.remove());
+      const target = parseBrokerUrl(`${AMQP_URL}/?exchange=${exchange}`).target;
+      if (target.kind !== 'amqp') throw new Error('an amqp URL');
+      const connection = await atLimit(() => AmqpConnection.open(target, '127.0.0.1', TIMEOUT_MS));
+      cleanups.push(() => connection.close());
+      await assert.rejects(connection.publish(sized('big', 1, LIMIT + 1), TIMEOUT_MS), (error: unknown) => {
+        assert.equal(String(error), tooLarge(LIMIT + 1));
+        return true;
+      });
+      // The operator raised the limit meanwhile: the machine's own value, back in place since the connection opened.
+      const raised = await rabbitMaxMessageSize();
+      assert.ok(raised > LIMIT + 1, `the machine's max_message_size (${raised}) is above ${LIMIT + 1}`);
+      // The retry reaches the broker, which takes it, and the event beside it on the connection's channel is not
+      // disturbed.
+      const outcomes = await Promise.allSettled([
+        connection.publish(sized('big', 1, LIMIT + 1), TIMEOUT_MS),
+        connection.publish(sized('beside', 1, 10), TIMEOUT_MS),
+      ]);
+      const confirmed = `confirmed by RabbitMQ (exchange ${exchange})`;
+      assert.deepEqual(
+        outcomes.map((outcome) => (outcome.status === 'rejected' ? String(outcome.reason) : outcome.value)),
+        [confirmed, confirmed],
+      );
+      assert.equal(connection.closed, false);
+      const queued = await queue.drain();
+      assert.deepEqual(queued.map((message) => message.messageId).sort(), ['beside-1', 'big-1']);
+      assert.equal(queued.find((message) => message.messageId === 'big-1')?.body.length, LIMIT + 1);
     });
   });

@@ -7,36 +7,13 @@ import { describe, it } from 'node:test';
 import { main } from '../../src/cli/main.ts';
 import { storeFailure } from '../../src/store/database.ts';
 import { Output, ROOT } from '../support/parley-process.ts';
+import { holdWriteLock } from './support.ts';
 
 /**
  * SQLite: another process holding the file's write lock (an operator's sqlite3 session, another version migrating)
  * for longer than busy_timeout neither fails a command that has nothing to migrate (no write lock is taken) nor a
  * migration (it waits, saying so) (docs/deploy.md "Upgrading", docs/decisions/0011-store-faults.md).
  */
-
-/** Another process holding a write transaction on `path` until it is told to commit (a line on its stdin). */
-async function holdWriteLock(path: string, statement: string) {
-  const holder = spawn(
-    process.execPath,
-    [
-      '-e',
-      `const db = new (require('better-sqlite3'))(${JSON.stringify(path)});
-       db.pragma('journal_mode = WAL');
-       db.exec('begin immediate'); db.exec(${JSON.stringify(statement)});
-       console.log('holding');
-       process.stdin.once('data', () => { db.exec('commit'); db.close(); process.exit(0); });`,
-    ],
-    { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] },
-  );
-  const exited = new Promise<number | null>((resolve) => holder.once('exit', (code) => resolve(code)));
-  await new Output(holder).waitFor(/holding/, 'the lock held', exited);
-  return {
-    release: async () => {
-      holder.stdin?.write('commit\n');
-      assert.equal(await exited, 0);
-    },
-  };
-}
 
 async function cliInProcess(env: Record<string, string>, ...args: string[]) {
   const out: string[] = [];

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { Output, ROOT as PROJECT } from '../support/parley-process.ts';
 import type { TestStore } from '../support/store.ts';
 
 /** Running the `parley` binary as a user does, for the CLI suites. */
@@ -79,4 +80,31 @@ export async function organizationRow(testStore: TestStore, name: string) {
     .select(['name', 'plan', 'per_minute', 'per_day', 'max_instances'])
     .where('name', '=', name)
     .executeTakeFirst();
+}
+
+/**
+ * Another process holding a write transaction on SQLite file `path` (`statement` run in it) until `release` tells it to
+ * commit; resolves once it holds the lock.
+ */
+export async function holdWriteLock(path: string, statement: string) {
+  const holder = spawn(
+    process.execPath,
+    [
+      '-e',
+      `const db = new (require('better-sqlite3'))(${JSON.stringify(path)});
+       db.pragma('journal_mode = WAL');
+       db.exec('begin immediate'); db.exec(${JSON.stringify(statement)});
+       console.log('holding');
+       process.stdin.once('data', () => { db.exec('commit'); db.close(); process.exit(0); });`,
+    ],
+    { cwd: PROJECT, stdio: ['pipe', 'pipe', 'inherit'] },
+  );
+  const exited = new Promise<number | null>((resolve) => holder.once('exit', (code) => resolve(code)));
+  await new Output(holder).waitFor(/holding/, 'the lock held', exited);
+  return {
+    release: async () => {
+      holder.stdin?.write('commit\n');
+      assert.equal(await exited, 0);
+    },
+  };
 }

@@ -1,4 +1,6 @@
+import type { Kysely } from 'kysely';
 import type { Store } from '../../store/database.ts';
+import type { Database } from '../../store/schema.ts';
 import { CliError } from '../errors.ts';
 
 /** Where the CLI writes; tests capture both streams. */
@@ -19,6 +21,12 @@ export interface CliIo {
 export interface CommandContext {
   /** Runs `run` on the server's store (opened per docs/cli.md, `--init` honoured) and closes it afterwards. */
   withStore: <T>(run: (store: Store) => Promise<T>) => Promise<T>;
+  /**
+   * Runs `run`, a command that writes, on the server's store as {@link withStore} opens it, in one transaction that
+   * waits for SQLite's write lock (`--lock-wait`, docs/cli.md "Beside a running server"): all of its writes are kept
+   * or none. @throws CliError naming the lock when it stayed held for the whole wait.
+   */
+  withStoreWrites: <T>(run: (db: Kysely<Database>) => Promise<T>) => Promise<T>;
   /** Sets whether this command prints JSON (its `--json`). */
   setJson: (json: boolean) => void;
   /** Prints `value` as JSON or `human` as text, as the command's `--json` says. */

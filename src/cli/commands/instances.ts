@@ -18,7 +18,7 @@ function instanceView(instance: Instance) {
 
 /** `parley instance create|list` (docs/cli.md): an organization's instances, test (sandbox) or live. */
 export function registerInstances(program: Command, context: CommandContext): void {
-  const { withStore, setJson, emit } = context;
+  const { withStore, withStoreWrites, setJson, emit } = context;
   const instance = program
     .command('instance')
     .description('instances: one linked WhatsApp number each, test (sandbox) or live')
@@ -33,7 +33,7 @@ export function registerInstances(program: Command, context: CommandContext): vo
     .option('--json', 'print one JSON object')
     .action(async (opts: { org: string; env: string; name?: string; json?: boolean }) => {
       setJson(Boolean(opts.json));
-      const created = await withStore((s) => adminCreateInstance(s.db, opts));
+      const created = await withStoreWrites((db) => adminCreateInstance(db, opts));
       emit(
         { id: created.id, orgId: created.orgId, env: created.env, name: created.name },
         `${created.env} instance ${created.name} created: ${created.id}`,

@@ -24,7 +24,7 @@ function keyView(record: ApiKeyRecord) {
  * creation.
  */
 export function registerKeys(program: Command, context: CommandContext): void {
-  const { withStore, setJson, emit } = context;
+  const { withStore, withStoreWrites, setJson, emit } = context;
   const key = program
     .command('key')
     .description('API keys: svc_test_… or svc_live_…, shown once at creation')
@@ -51,8 +51,8 @@ export function registerKeys(program: Command, context: CommandContext): void {
         json?: boolean;
       }) => {
         setJson(Boolean(opts.json));
-        const { record, key: value } = await withStore((s) =>
-          adminCreateKey(s.db, {
+        const { record, key: value } = await withStoreWrites((db) =>
+          adminCreateKey(db, {
             org: opts.org,
             env: opts.env,
             ...(opts.name === undefined ? {} : { name: opts.name }),
@@ -101,7 +101,7 @@ export function registerKeys(program: Command, context: CommandContext): void {
     .option('--json', 'print one JSON object')
     .action(async (id: string, opts: { json?: boolean }) => {
       setJson(Boolean(opts.json));
-      const record = await withStore((s) => adminRevokeKey(s.db, id));
+      const record = await withStoreWrites((db) => adminRevokeKey(db, id));
       emit(
         { id: record.id, revokedAt: record.revokedAt },
         `key ${record.id} revoked at ${record.revokedAt ?? ''}`,

@@ -28,7 +28,7 @@ function orgLine(org: Organization): string {
  * docs/decisions/0029-instances-over-the-api.md): organizations and their plans.
  */
 export function registerOrgs(program: Command, context: CommandContext): void {
-  const { withStore, setJson, emit } = context;
+  const { withStore, withStoreWrites, setJson, emit } = context;
   const org = program
     .command('org')
     .description('organizations: the accounts that own instances and keys, each on a plan')
@@ -57,7 +57,7 @@ export function registerOrgs(program: Command, context: CommandContext): void {
         json?: boolean;
       }) => {
         setJson(Boolean(opts.json));
-        const created = await withStore((s) => adminCreateOrg(s.db, opts));
+        const created = await withStoreWrites((db) => adminCreateOrg(db, opts));
         emit(orgView(created), `organization ${created.name} (${created.plan}) created: ${created.id}`);
       },
     );
@@ -87,7 +87,7 @@ export function registerOrgs(program: Command, context: CommandContext): void {
         opts: { plan?: string; perMinute?: number; perDay?: number; maxInstances?: number; json?: boolean },
       ) => {
         setJson(Boolean(opts.json));
-        const updated = await withStore((s) => adminUpdateOrg(s.db, { org: name, ...opts }));
+        const updated = await withStoreWrites((db) => adminUpdateOrg(db, { org: name, ...opts }));
         emit(orgView(updated), `organization ${updated.name} updated: ${orgLine(updated)}`);
       },
     );

@@ -21,7 +21,7 @@ function userLine(user: UserView): string {
  * with `--password-stdin`) and signs the user's browsers out.
  */
 export function registerUsers(program: Command, context: CommandContext): void {
-  const { withStore, setJson, emit, readStdin } = context;
+  const { withStore, withStoreWrites, setJson, emit, readStdin } = context;
   const user = program
     .command('user')
     .description('dashboard users: e-mail and password, one organization and a role each')
@@ -36,7 +36,7 @@ export function registerUsers(program: Command, context: CommandContext): void {
     .option('--json', 'print one JSON object')
     .action(async (opts: { org: string; email: string; role: string; json?: boolean }) => {
       setJson(Boolean(opts.json));
-      const created = await withStore((s) => adminCreateUser(s.db, opts));
+      const created = await withStoreWrites((db) => adminCreateUser(db, opts));
       emit(
         { ...created.user, password: created.password },
         `user ${created.user.email} (${created.user.role}) created: ${created.user.id}\n` +
@@ -62,7 +62,7 @@ export function registerUsers(program: Command, context: CommandContext): void {
     .option('--json', 'print one JSON object')
     .action(async (idOrEmail: string, opts: { json?: boolean }) => {
       setJson(Boolean(opts.json));
-      const removed = await withStore((s) => adminRemoveUser(s.db, idOrEmail));
+      const removed = await withStoreWrites((db) => adminRemoveUser(db, idOrEmail));
       emit({ id: removed.id, email: removed.email, removed: true }, `user ${removed.email} removed`);
     });
   user
@@ -79,8 +79,8 @@ export function registerUsers(program: Command, context: CommandContext): void {
         password = (await readStdin()).replace(/\r?\n$/, '');
         if (password === '') throw new CliError('--password-stdin: standard input holds no password');
       }
-      const reset = await withStore((s) =>
-        adminResetPassword(s.db, { user: opts.email, ...(password === undefined ? {} : { password }) }),
+      const reset = await withStoreWrites((db) =>
+        adminResetPassword(db, { user: opts.email, ...(password === undefined ? {} : { password }) }),
       );
       const { email, id } = reset.user;
       emit(
