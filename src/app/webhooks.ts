@@ -199,13 +199,14 @@ export class WebhookService {
    *   conflict `delivery is being attempted right now`.
    */
   async requeue(instanceId: string, eventId: string, endpointId = ''): Promise<void> {
-    const now = this.#clock();
     const result = await requeueDelivery(this.#store.db, {
       instanceId,
       eventId,
       endpointId,
       maxAttempts: this.#worker.maxAttempts,
-      runAt: now,
+      // Due now on the store's clock, which every node's claims judge due times on
+      // (docs/decisions/0005-outbox-and-delivery.md, "Due times").
+      runAt: this.#worker.dueNow(),
       // A claim is judged stale on the store's clock, as the worker judges it
       // (docs/decisions/0008-leases-and-fencing.md, "One clock").
       staleBefore: this.#worker.staleBefore(),

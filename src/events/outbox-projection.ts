@@ -19,7 +19,13 @@ import type { EventProjection } from './recorder.ts';
 
 /** Options of the {@link OutboxProjection}. */
 export interface OutboxProjectionOptions {
+  /** The business clock, epoch ms: the events' and deliveries' `created_at`. */
   clock: Clock;
+  /**
+   * The store's clock, epoch ms: a new delivery is due (`run_at`) at its now, on the clock every node's claims judge
+   * due times on (docs/decisions/0005-outbox-and-delivery.md, "Due times"; the worker's `dueNow`). Default `clock`.
+   */
+  dueClock?: Clock;
   /** Attempts a new delivery gets (first try + retries of the configured schedule). */
   maxAttempts: number;
   /**
@@ -124,8 +130,9 @@ export class OutboxProjection implements EventProjection {
     if (!routing) return;
     const { last, disabledAt, disabledReason, instance } = routing;
     const endpoints = routing.endpoints.filter((endpoint) => endpoint.enabled);
-    const now = this.#options.clock();
-    const createdAt = new Date(now).toISOString();
+    const createdAt = new Date(this.#options.clock()).toISOString();
+    // Due now on the store's clock: on this node's wall clock, running ahead, a new event waited out the skew.
+    const dueAt = (this.#options.dueClock ?? this.#options.clock)();
     const events: NewWebhookEvent[] = [];
     const deliveries: NewDelivery[] = [];
     for (const [index, { event, normalised }] of buffered.entries()) {
@@ -155,7 +162,7 @@ export class OutboxProjection implements EventProjection {
           instanceId,
           sequence,
           maxAttempts: this.#options.maxAttempts,
-          runAt: now,
+          runAt: dueAt,
           now: createdAt,
         });
         this.#lane(event, endpoint.id);
@@ -166,7 +173,7 @@ export class OutboxProjection implements EventProjection {
         instanceId,
         sequence,
         maxAttempts: this.#options.maxAttempts,
-        runAt: now,
+        runAt: dueAt,
         now: createdAt,
       });
       this.#lane(event, '');

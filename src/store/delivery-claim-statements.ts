@@ -29,8 +29,8 @@ export interface LockedRow {
  */
 export type LockArguments = {
   workerId: string;
-  /** Rows due at this time (`run_at`) are locked. */
-  now: number;
+  /** Rows due at this time (`run_at` ≤ it) are locked: the claim's time on the store's clock. */
+  dueAt: number;
   /** Written as the rows' `locked_at`: the claim's time on the store's clock, which `staleBefore` is on too. */
   lockedAt: number;
   staleBefore: number;
@@ -75,7 +75,7 @@ function lockDueQuery(
               .whereRef('h.instance_id', '=', 'i.id')
               .where('h.endpoint_id', '=', '')
               .where('h.status', '=', 'pending')
-              .where('h.run_at', '<=', arg('now'))
+              .where('h.run_at', '<=', arg('dueAt'))
               .orderBy('h.sequence')
               // Bound, not written into the SQL: with a literal `LIMIT 1` SQLite's planner sought the head on the
               // former due index over every instance's pending rows and sorted them (EXPLAIN QUERY PLAN; in the live
@@ -121,7 +121,7 @@ function lockDueQuery(
                   .whereRef('h.instance_id', '=', 'w.instance_id')
                   .whereRef('h.endpoint_id', '=', 'w.id')
                   .where('h.status', '=', 'pending')
-                  .where('h.run_at', '<=', arg('now'))
+                  .where('h.run_at', '<=', arg('dueAt'))
                   .orderBy('h.sequence')
                   .limit(1)
                   .as('event_id'),
@@ -171,7 +171,7 @@ function lockDueQuery(
           .select(['d.event_id', 'd.endpoint_id'])
           // Re-checked on the locked row (PostgreSQL): another process may have claimed or finished it.
           .where('d.status', '=', 'pending')
-          .where('d.run_at', '<=', arg('now'))
+          .where('d.run_at', '<=', arg('dueAt'))
           .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', arg('staleBefore'))]))
           .orderBy('d.run_at')
           .limit(limit)
@@ -219,7 +219,8 @@ export const LOCK_DUE_OF = {
 /** The values the tail statement takes; times in epoch ms. */
 export type TailArguments = {
   workerId: string;
-  now: number;
+  /** Rows due at this time (`run_at` ≤ it) are locked (the head statement's `dueAt`). */
+  dueAt: number;
   /** Written as the rows' `locked_at` (the head statement's `lockedAt`). */
   lockedAt: number;
   staleBefore: number;
@@ -251,7 +252,7 @@ function tailStatement() {
             .where('d.endpoint_id', '=', arg('endpointId'))
             .where('d.status', '=', 'pending')
             .where('d.sequence', '>', arg('after'))
-            .where('d.run_at', '<=', arg('now'))
+            .where('d.run_at', '<=', arg('dueAt'))
             .where((eb) => eb.or([eb('d.locked_at', 'is', null), eb('d.locked_at', '<', arg('staleBefore'))]))
             // A row with no attempt left is failed when it comes up as a head (the head statement's rule).
             .whereRef('d.attempts', '<', 'd.max_attempts')
@@ -284,9 +285,9 @@ export const LOCK_TAIL_SQLITE = tailStatement();
  * another transaction holds for a moment (a redelivery) would leave a gap, and the rows after it would start before
  * it; the wait is short, the lane's rows being this claim's alone. One round trip for the claim's tails where one
  * statement a lane cost one each: behind a network, a claim of a dozen lanes waited a dozen round trips
- * (docs/decisions/0062-pipelined-begin.md). Parameters: $1 the worker, $2 the time and $3 the stale bound (epoch
- * ms), $4 the most rows a lane, then the arrays ($5 to $7), and $8 the `locked_at` to write (the claim's time on the
- * store's clock, which $3 is on too). A {@link KEY_LOOKUPS} statement
+ * (docs/decisions/0062-pipelined-begin.md). Parameters: $1 the worker, $2 the due time and $3 the stale bound
+ * (epoch ms, both on the store's clock), $4 the most rows a lane, then the arrays ($5 to $7), and $8 the `locked_at`
+ * to write (the claim's time on the store's clock, which $2 and $3 are on too). A {@link KEY_LOOKUPS} statement
  * (docs/decisions/0086-generic-key-lookup-plans.md): its one plan a connection reads each lane's rows through the lanes' index
  * (no other index holds the lane's conditions) and locks them by their primary key, bounded by the tail's event ids,
  * whatever the table's size when the plan was made.

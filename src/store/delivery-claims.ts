@@ -12,6 +12,7 @@ import {
 import {
   abandonOpenAttempts,
   type DeliveryKey,
+  dueAtOf,
   keyIn,
   lockedAtOf,
   startAttempts,
@@ -85,8 +86,14 @@ export interface ClaimedDelivery {
 /** Parameters of {@link claimDeliveries}; times in epoch ms. */
 export interface ClaimOptions {
   workerId: string;
-  /** The claim's time: deliveries due at it (`run_at`) are claimed, and their attempts start at it. */
+  /** The claim's time: its attempts start at it (`started_at`), and rows it changes are `updated_at` it. */
   now: number;
+  /**
+   * Deliveries due at this time (`run_at` ≤ it) are claimed: the claim's time on the store's clock, which every
+   * node sets and judges due times on (the worker's `storeClock`, docs/decisions/0005-outbox-and-delivery.md,
+   * "Due times"); default `lockedAt`, else `now`.
+   */
+  dueAt?: number;
   /**
    * The claim's `locked_at`, on the store's clock, which every node judges claims stale on (the worker's
    * `storeClock`, docs/decisions/0008-leases-and-fencing.md, "One clock"); default `now`.
@@ -268,7 +275,7 @@ export async function claimDeliveriesIn(
  * per lane (docs/decisions/0035-webhook-endpoints.md): an instance's default webhook (`endpoint_id` `''`) and each
  * enabled endpoint are separate queues, so "instance" below reads "lane". Eligible:
  * - the **head** of an instance's queue: its pending delivery with the lowest `sequence` among those due
- *   (`run_at` ≤ now), so deliveries to one URL start in `sequence` order, while a failed one whose retry is not
+ *   (`run_at` ≤ `dueAt`), so deliveries to one URL start in `sequence` order, while a failed one whose retry is not
  *   due yet does not hold up later events (docs/decisions/0005-outbox-and-delivery.md);
  * - of an instance that has a webhook URL and whose webhook was not disabled by a 410;
  * - while no delivery of that instance is in flight (claimed and not stale): one attempt per URL at a time;
@@ -291,8 +298,8 @@ function lockDue(
   dialect: DatabaseConfig['dialect'],
   options: ClaimOptions,
 ): Promise<LockedRow[]> {
-  const { workerId, now, staleBefore, limit, instances } = options;
-  const args = { workerId, now, lockedAt: lockedAtOf(options), staleBefore };
+  const { workerId, staleBefore, limit, instances } = options;
+  const args = { workerId, dueAt: dueAtOf(options), lockedAt: lockedAtOf(options), staleBefore };
   const run =
     instances === undefined
       ? LOCK_DUE[dialect].run(trx, args, limit)
@@ -320,7 +327,7 @@ async function lockTails(
     const { rows } = await trx.executeQuery<LockedRow>(
       CompiledQuery.raw(LOCK_TAILS_POSTGRES, [
         options.workerId,
-        options.now,
+        dueAtOf(options),
         options.staleBefore,
         perLane - 1,
         heads.map((head) => head.instance_id),
@@ -338,7 +345,7 @@ async function lockTails(
       trx,
       {
         workerId: options.workerId,
-        now: options.now,
+        dueAt: dueAtOf(options),
         lockedAt: lockedAtOf(options),
         staleBefore: options.staleBefore,
         instanceId: head.instance_id,

@@ -28,13 +28,15 @@ export interface AttemptRecord {
  * left); `gone` (410: fails this delivery, disables the instance's default webhook, or for an endpoint's delivery
  * that endpoint only (docs/decisions/0035-webhook-endpoints.md), and fails the other pending ones of that lane).
  * A `gone` carries the URL the attempt was sent to (`url` as shown and `urlSealed`, `ClaimedDelivery`'s): a 410 from
- * a URL the lane no longer has disables nothing, and the delivery is tried again at once at the new one.
+ * a URL the lane no longer has disables nothing, and the delivery is tried again at once at the new one, due at
+ * `runAt` (default the record's `now`). Due times are on the store's clock
+ * (docs/decisions/0005-outbox-and-delivery.md, "Due times").
  */
 export type AttemptOutcome =
   | { kind: 'delivered' }
   | { kind: 'retry'; runAt: number }
   | { kind: 'failed' }
-  | { kind: 'gone'; reason: string; url: string; urlSealed: string | null };
+  | { kind: 'gone'; reason: string; url: string; urlSealed: string | null; runAt?: number };
 
 /** Completes this worker's attempt row (hot path: compiled once per store, src/store/compiled.ts). */
 const COMPLETE_ATTEMPT = compiledStatement<{
@@ -233,7 +235,7 @@ export async function finishAttemptIn(trx: Transaction<Database>, input: FinishI
       // then the lane's row is read locked (after this delivery's row, the order of every 410's record), so a URL
       // change committing meanwhile is seen (docs/decisions/0035-webhook-endpoints.md).
       result = await update()
-        .set(extended(base, { run_at: now }))
+        .set(extended(base, { run_at: outcome.runAt ?? now }))
         .executeTakeFirst();
       if (result.numUpdatedRows === 0n) break;
       const delivery = trx

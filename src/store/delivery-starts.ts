@@ -65,6 +65,14 @@ export function lockedAtOf(options: Pick<ClaimOptions, 'now' | 'lockedAt'>): num
 }
 
 /**
+ * The time a claim judges due times (`run_at`) at: `ClaimOptions.dueAt`, else its `locked_at` ({@link lockedAtOf}):
+ * both are the claim's time on the store's clock (docs/decisions/0005-outbox-and-delivery.md, "Due times").
+ */
+export function dueAtOf(options: Pick<ClaimOptions, 'now' | 'lockedAt' | 'dueAt'>): number {
+  return options.dueAt ?? lockedAtOf(options);
+}
+
+/**
  * Reads what the attempts on the claimed rows need and writes the attempt rows of `heads` (started now); `tails`
  * (the rest of each lane batch) get their attempt numbers but no row: each is started by the transaction that
  * records the attempt before it (`finishAttempt` with `next`). A row whose lane lost its URL meanwhile is given

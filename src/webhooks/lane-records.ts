@@ -14,7 +14,7 @@ import type { Database } from '../store/schema.ts';
 import type { RetryPolicy } from './backoff.ts';
 import type { CrossLaneRecords } from './cross-lane-records.ts';
 import type { SentAttempt } from './sending.ts';
-import { claimClockOf, type DeliveryWorkerOptions } from './worker-options.ts';
+import { type DeliveryWorkerOptions, storeClockOf } from './worker-options.ts';
 
 /**
  * Whether a lane's delivery was started: `undefined` until decided. A lane decides its starts one after the other
@@ -118,22 +118,28 @@ export class LaneRecords {
     });
   }
 
-  /** The outcome an attempt's record applies: delivered, a retry at its time, failed, or gone (a 410). */
+  /**
+   * The outcome an attempt's record applies: delivered, a retry at its time, failed, or gone (a 410). Due times are
+   * set on the store's clock, which every node's claims judge them on (docs/decisions/0005-outbox-and-delivery.md,
+   * "Due times"): set and judged on the nodes' own wall clocks, a retry was sent early by a node running ahead of
+   * the one that set it, and late by one running behind.
+   */
   #outcomeOf({ delivery, sent }: AnsweredAttempt): AttemptOutcome {
     if (sent.record.error === null) return { kind: 'delivered' };
+    const now = storeClockOf(this.#context.options)();
     if (sent.gone)
       return {
         kind: 'gone',
         reason: 'receiver answered 410 Gone',
         url: delivery.url,
         urlSealed: delivery.urlSealed,
+        runAt: now,
       };
-    const { clock } = this.#context.options;
     // `attempts` was counted when this attempt was claimed: it is this attempt's number in the round.
     const runAt = this.#context.retry.nextRunAt({
       attemptsMade: delivery.attempts,
       maxAttempts: delivery.maxAttempts,
-      now: clock(),
+      now,
       retryAfter: sent.retryAfter,
     });
     return runAt === null ? { kind: 'failed' } : { kind: 'retry', runAt };
@@ -345,7 +351,7 @@ export class LaneRecords {
       next !== undefined &&
       waiting.outcome.kind === 'delivered' &&
       !this.#context.stopping() &&
-      claimClockOf(this.#context.options)() - next.lockedAt < this.#context.staleMs / 2;
+      storeClockOf(this.#context.options)() - next.lockedAt < this.#context.staleMs / 2;
     // A try after one that offered to start the taken delivery asks whether it did, even when it would no longer
     // start it (the lane halted or the claim grew old meanwhile); but not once the start before it is known not
     // made: the lane then gives its later deliveries back, and none may be reported started

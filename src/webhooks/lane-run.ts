@@ -6,7 +6,7 @@ import { untilStoreAnswers } from '../store/faults.ts';
 import { LaneRecords, type RecorderContext, type StartDecision, type TakenDelivery } from './lane-records.ts';
 import type { RequestPlaces } from './request-places.ts';
 import { sendAttempt } from './sending.ts';
-import { claimClockOf, type DeliveryWorkerOptions } from './worker-options.ts';
+import { type DeliveryWorkerOptions, storeClockOf } from './worker-options.ts';
 
 /** A lane batch in flight: its promise and the claimed deliveries whose attempts have not ended yet. */
 export interface LaneRun {
@@ -99,7 +99,7 @@ export async function runLane(context: LaneRunContext, run: LaneRun, share: numb
   /** The start decision of the delivery taken last: the head was started by the claim. */
   let lastStart: StartDecision = { started: true };
   const mayStart = (delivery: ClaimedDelivery) =>
-    !halted && !recorder.stopping() && claimClockOf(options)() - delivery.lockedAt < staleMs / 2;
+    !halted && !recorder.stopping() && storeClockOf(options)() - delivery.lockedAt < staleMs / 2;
   const finished = (delivery: ClaimedDelivery) => {
     const index = run.pending.indexOf(delivery);
     if (index >= 0) run.pending.splice(index, 1);

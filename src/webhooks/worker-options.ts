@@ -18,13 +18,15 @@ export interface DeliveryWorkerOptions {
    * an attempt to a broker endpoint fails.
    */
   brokers?: BrokerPublishers;
-  /** The business clock, epoch ms: when deliveries come due (`run_at`), attempts' times, the log's times. */
+  /** The business clock, epoch ms: attempts' times and the log's times (`started_at`, `delivered_at`, …). */
   clock: Clock;
   /**
-   * The store's clock, epoch ms, claims are stamped (`locked_at`) and judged stale on: the services pass the node's
-   * `StoreClock`, shared by every node (docs/decisions/0008-leases-and-fencing.md, "One clock"), so a node whose wall
-   * clock runs ahead takes no delivery still in flight on another (a doubled webhook) and one whose clock runs behind
-   * still takes back a dead worker's claims. Default: `clock` (a worker built alone in a test).
+   * The store's clock, epoch ms, claims are stamped (`locked_at`) and judged stale on, and due times (`run_at`, a
+   * retry's) set and judged on: the services pass the node's `StoreClock`, shared by every node
+   * (docs/decisions/0008-leases-and-fencing.md, "One clock"), so a node whose wall clock runs ahead takes no
+   * delivery still in flight on another (a doubled webhook) nor a retry before its backoff ran out, and one whose
+   * clock runs behind still takes back a dead worker's claims and sends a retry when it is due
+   * (docs/decisions/0005-outbox-and-delivery.md, "Due times"). Default: `clock` (a worker built alone in a test).
    */
   storeClock?: Clock;
   logger: FastifyBaseLogger;
@@ -85,8 +87,11 @@ export interface DeliveryWorkerOptions {
   onAttempt?: (outcome: AttemptOutcome['kind'], durationMs: number, instanceId: string) => void;
 }
 
-/** The clock a worker's claims are stamped and judged stale on: `storeClock`, else `clock`. */
-export function claimClockOf(options: Pick<DeliveryWorkerOptions, 'clock' | 'storeClock'>): Clock {
+/**
+ * The clock a worker's claims are stamped and judged stale on, and its due times set and judged on: `storeClock`,
+ * else `clock` (docs/decisions/0005-outbox-and-delivery.md, "Due times").
+ */
+export function storeClockOf(options: Pick<DeliveryWorkerOptions, 'clock' | 'storeClock'>): Clock {
   return options.storeClock ?? options.clock;
 }
 

@@ -15,20 +15,16 @@ import {
   unconfirmedClaim,
 } from '../store/delivery-claims.ts';
 import { RetryPolicy } from './backoff.ts';
+import { ClaimTargets } from './claim-targets.ts';
 import { CrossLaneRecords } from './cross-lane-records.ts';
 import type { RecorderContext } from './lane-records.ts';
 import { type LaneRun, type LaneRunContext, lanesOf, runLane, runsWithoutPlaces } from './lane-run.ts';
 import { claimMadeAfterLostCommit } from './lost-claims.ts';
 import { RequestPlaces, windowShares } from './request-places.ts';
-import { claimClockOf, type DeliveryWorkerOptions } from './worker-options.ts';
+import { type DeliveryWorkerOptions, storeClockOf } from './worker-options.ts';
 
+export { TARGETED_CLAIM_MAX } from './claim-targets.ts';
 export type { DeliveryWorkerOptions, WebhookWorkerTuning } from './worker-options.ts';
-
-/**
- * Most instances a claim looks at by name (docs/decisions/0053-targeted-claims.md); the others woken wait for the
- * next claim, in the order they were woken.
- */
-export const TARGETED_CLAIM_MAX = 32;
 
 /** Deliveries claimed per lane at once when the window is at most 8 (docs/decisions/0048-lane-batches.md). */
 export const DEFAULT_LANE_BATCH = 32;
@@ -77,25 +73,15 @@ export class DeliveryWorker {
   readonly #recoveries = new Set<Promise<void>>();
   #loop: Promise<void> | undefined;
   #wakeRequested = false;
-  /**
-   * Whether the next claim walks every instance: at start, after a wake naming no instance, a claim that failed,
-   * and a claim over every instance that filled every free lane (more may be due). A poll interval since the last
-   * walk (`#lastClaimAll`) also makes the next claim one.
-   */
-  #claimAll = true;
-  /**
-   * When the last claim over every instance started (`performance.now()`, ms): one starts at least every poll
-   * interval.
-   */
-  #lastClaimAll = Number.NEGATIVE_INFINITY;
-  /** Instances whose events were queued (or whose lane batch ended) and not yet looked at, in the order woken. */
-  readonly #woken = new Set<string>();
+  /** Which instances the next claim looks at: every one, or those woken since (src/webhooks/claim-targets.ts). */
+  readonly #targets: ClaimTargets;
   #sleeper: (() => void) | undefined;
 
   constructor(options: DeliveryWorkerOptions) {
     this.#options = options;
     this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
     this.#pollMs = options.pollIntervalMs ?? 1000;
+    this.#targets = new ClaimTargets(this.#pollMs);
     this.#staleMs = options.staleAfterMs ?? 2 * options.timeoutMs + 30_000;
     this.#concurrency = Math.max(1, options.concurrency ?? DEFAULT_WEBHOOK_CONCURRENCY);
     const window = Math.min(MAX_CHANNEL_DEPTH, Math.max(1, options.laneWindow ?? DEFAULT_LANE_WINDOW));
@@ -134,8 +120,16 @@ export class DeliveryWorker {
    * Epoch ms before which a claim counts as stale at time `now` of the claims' clock (default: now on it, the store's
    * clock in the services, `storeClock`).
    */
-  staleBefore(now: number = claimClockOf(this.#options)()): number {
+  staleBefore(now: number = this.dueNow()): number {
     return now - this.#staleMs;
+  }
+
+  /**
+   * Now on the store's clock, epoch ms: the time a delivery queued or redelivered "due now" gets as its `run_at`,
+   * which every node's claims judge due times on (docs/decisions/0005-outbox-and-delivery.md, "Due times").
+   */
+  dueNow(): number {
+    return storeClockOf(this.#options)();
   }
 
   /** Number of lanes this process is sending on (each with up to `laneWindow` attempts in flight). */
@@ -176,13 +170,13 @@ export class DeliveryWorker {
    * named none (docs/decisions/0053-targeted-claims.md).
    */
   wake(instanceId?: string, endpointIds: readonly string[] = ['']): void {
-    if (instanceId === undefined) this.#claimAll = true;
+    if (instanceId === undefined) this.#targets.everyInstance();
     else if (
       endpointIds.length > 0 &&
       endpointIds.every((endpointId) => this.#lanes.has(`${instanceId}/${endpointId}`))
     )
       return;
-    else this.#woken.add(instanceId);
+    else this.#targets.woken(instanceId);
     this.#wakeRequested = true;
     const sleeper = this.#sleeper;
     this.#sleeper = undefined;
@@ -226,7 +220,7 @@ export class DeliveryWorker {
    * @returns how many deliveries were attempted.
    */
   async runOnce(): Promise<number> {
-    this.#claimAll = true;
+    this.#targets.everyInstance();
     const runs = await this.#claimAndLaunch();
     await Promise.allSettled(runs.map((run) => run.done));
     return runs.reduce((sum, run) => sum + run.attempted, 0);
@@ -239,7 +233,7 @@ export class DeliveryWorker {
       if (!this.#running) break;
       if (this.#wakeRequested) continue;
       await new Promise<void>((resolve) => {
-        // Waking from a whole poll interval's sleep, the next claim walks every instance (`#lastClaimAll`).
+        // Waking from a whole poll interval's sleep, the next claim walks every instance (`ClaimTargets`).
         const timer = setTimeout(() => {
           this.#sleeper = undefined;
           resolve();
@@ -264,30 +258,19 @@ export class DeliveryWorker {
     if (free <= 0) return [];
     const { store, clock, logger } = this.#options;
     const now = clock();
-    // Stamped and judged stale on the store's clock, shared by every node (docs/decisions/0008-leases-and-fencing.md,
-    // "One clock"): never this node's wall clock, which may run ahead of another's or behind it.
+    // Stamped and judged stale, and due times judged, on the store's clock, shared by every node
+    // (docs/decisions/0008-leases-and-fencing.md, "One clock"; docs/decisions/0005-outbox-and-delivery.md, "Due
+    // times"): never this node's wall clock, which may run ahead of another's or behind it.
     const lockedAt = this.#options.storeClock?.() ?? now;
     // Retries come due and claims go stale without a wake: every instance is looked at once a poll interval (of
     // real time), also while wakes keep the worker from sleeping until its poll.
-    const started = performance.now();
-    const all = this.#claimAll || started - this.#lastClaimAll >= this.#pollMs;
-    let instances: string[] | undefined;
-    if (all) {
-      this.#claimAll = false;
-      this.#lastClaimAll = started;
-      this.#woken.clear();
-    } else {
-      instances = [];
-      for (const instanceId of this.#woken) {
-        if (instances.length === TARGETED_CLAIM_MAX) break;
-        instances.push(instanceId);
-        this.#woken.delete(instanceId);
-      }
-      if (instances.length === 0) return [];
-    }
+    const targets = this.#targets.take();
+    if (targets === undefined) return [];
+    const { instances } = targets;
     const claim: ClaimOptions = {
       workerId: this.id,
       now,
+      dueAt: lockedAt,
       lockedAt,
       staleBefore: this.staleBefore(lockedAt),
       limit: free,
@@ -304,7 +287,7 @@ export class DeliveryWorker {
         : turn.run((trx) => claimDeliveriesIn(trx, store.dialect, claim), free));
     } catch (error) {
       // The instances woken are not forgotten: the next claim (at the next poll) walks every instance.
-      this.#claimAll = true;
+      this.#targets.everyInstance();
       const unconfirmed = unconfirmedClaim(error);
       if (unconfirmed === undefined) logger.warn({ err: error }, 'claiming webhook deliveries failed');
       else this.#recover(unconfirmed, error);
@@ -313,10 +296,7 @@ export class DeliveryWorker {
     const batches = lanesOf(claimed);
     // Every free lane taken: more may be due than this claim could take. The next claim looks at the same
     // instances again, or everywhere after a claim over every instance.
-    if (batches.size >= free) {
-      if (instances === undefined) this.#claimAll = true;
-      else for (const instanceId of instances) this.#woken.add(instanceId);
-    }
+    if (batches.size >= free) this.#targets.again(instances);
     return this.#launch(batches);
   }
 

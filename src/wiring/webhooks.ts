@@ -40,7 +40,10 @@ export function wireWebhooks(
     store: Store;
     box: SecretBox;
     clock: Clock;
-    /** The node's store clock, epoch ms: claims are stamped and judged stale on it (the worker's `storeClock`). */
+    /**
+     * The node's store clock, epoch ms: claims are stamped and judged stale, and due times set and judged, on it (the
+     * worker's `storeClock`).
+     */
     storeClock: Clock;
     logger: FastifyBaseLogger;
     recorder: EventRecorder;
@@ -90,6 +93,7 @@ export function wireWebhooks(
   recorder.use(
     new OutboxProjection({
       clock,
+      dueClock: () => webhooks.dueNow(),
       maxAttempts: webhooks.maxAttempts,
       ...(deps.copies === undefined ? {} : { copies: deps.copies }),
       ...(deps.held === undefined ? {} : { held: deps.held }),

@@ -72,6 +72,8 @@ describe('row ids', () => {
         const batch = await claimDeliveries(db, dialect, {
           workerId: 'w1',
           now,
+          // Due times are judged on the store's clock (docs/decisions/0005-outbox-and-delivery.md, "Due times").
+          dueAt: t.services.webhooks.dueNow(),
           staleBefore: t.services.webhooks.staleBefore(now),
           limit: 8,
           perLane: 8,

@@ -9,7 +9,7 @@ import { type AnsweredAttempt, LaneRecords, type StartDecision } from '../../src
 import type { SentAttempt } from '../../src/webhooks/sending.ts';
 import { testDialects } from '../support/store.ts';
 import { createEndpoint } from './endpoint-support.ts';
-import { faultingStore, lostAnswer, recordMessages, webhookAppPerTest } from './support.ts';
+import { dueNow, faultingStore, lostAnswer, recordMessages, webhookAppPerTest } from './support.ts';
 
 const answered: SentAttempt = {
   record: { statusCode: 200, durationMs: 1, error: null, responseBody: 'ok', responseTruncated: false },
@@ -39,6 +39,7 @@ describe('webhook records across lanes (postgres)', { skip: !testDialects().incl
     const claimed = await claimDeliveries(store.db, 'postgres', {
       workerId: 'w1',
       now,
+      dueAt: dueNow(t),
       staleBefore: t.services.webhooks.staleBefore(now),
       limit: 8,
       perLane,

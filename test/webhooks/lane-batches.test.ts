@@ -4,7 +4,14 @@ import { returnUnstarted } from '../../src/store/deliveries.ts';
 import { ABANDONED, type ClaimedDelivery, claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { type FinishInput, finishAndStartNext } from '../../src/store/delivery-finish.ts';
 import { testDialects } from '../support/store.ts';
-import { bodies, deliveredRecord, recordMessages, webhookAppPerTest } from './support.ts';
+import {
+  bodies,
+  deliveredRecord,
+  dueNow,
+  letTimePass,
+  recordMessages,
+  webhookAppPerTest,
+} from './support.ts';
 
 /**
  * Lane batches (docs/decisions/0048-lane-batches.md): a claim takes a lane's head and its next due rows; only the
@@ -30,6 +37,7 @@ for (const dialect of testDialects()) {
       claimDeliveries(db(), dialect, {
         workerId,
         now,
+        dueAt: dueNow(app.t()),
         staleBefore: app.t().services.webhooks.staleBefore(now),
         limit: 8,
         perLane,
@@ -330,7 +338,7 @@ for (const dialect of testDialects()) {
       ]);
       // The next batch: 3, 4, 5 (2 waits for its retry).
       assert.equal(await app.t().services.webhooks.runOnce(), 3);
-      app.t().clock.advance(5_000);
+      await letTimePass(app.t(), 5_000);
       assert.equal(await app.t().services.webhooks.runOnce(), 2, 'the retry of 2, then 6');
       const received = bodies(app.receiver().requests).map((body) => Number(body.sequence));
       assert.deepEqual(received, [1, 2, 3, 4, 5, 2, 6]);

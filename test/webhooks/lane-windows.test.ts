@@ -191,16 +191,17 @@ for (const dialect of testDialects()) {
 
     it('a window whose claim grew old before it opened starts nothing after the head and gives back its places', async () => {
       await recordMessages(app.t(), 6);
-      const { store, box, guard, clock, logger } = app.t().services;
-      // The claim reads the clock first; every later reading is 40 s on, past half the 60 s stale timeout, so the
-      // window may not open.
+      const { store, box, guard, clock, storeClock, logger } = app.t().services;
+      // The claim reads the store's clock first (claims and due times are on it); every later reading is 40 s on,
+      // past half the 60 s stale timeout, so the window may not open.
       let readings = 0;
       const worker = new DeliveryWorker({
         store,
         box,
         guard,
         logger,
-        clock: () => (readings++ === 0 ? clock() : clock() + 40_000),
+        clock,
+        storeClock: () => (readings++ === 0 ? storeClock.now() : storeClock.now() + 40_000),
         scheduleMs: [60_000],
         timeoutMs: 10_000,
         staleAfterMs: 60_000,

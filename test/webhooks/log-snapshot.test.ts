@@ -5,7 +5,7 @@ import { claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { finishAttempt } from '../../src/store/delivery-finish.ts';
 import { pauseAfterRows } from '../support/query-hooks.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
-import { configureWebhook, createWebhookApp, deliveries, recordMessages } from './support.ts';
+import { configureWebhook, createWebhookApp, deliveries, dueNow, recordMessages } from './support.ts';
 
 /**
  * Pauses once, right after the delivery log's first query (events joined with deliveries, recognised by its
@@ -29,9 +29,13 @@ for (const dialect of testDialects()) {
         await configureWebhook(t, 'https://127.0.0.1:9/hook', null);
         await recordMessages(t, 1);
         const start = t.clock();
+        // Queued due now on the store's clock, which claims judge due times on
+        // (docs/decisions/0005-outbox-and-delivery.md, "Due times").
+        const queued = await raw.selectFrom('webhook_deliveries').select('run_at').executeTakeFirstOrThrow();
         const [claim] = await claimDeliveries(raw, dialect, {
           workerId: 'w1',
           now: start,
+          dueAt: dueNow(t),
           staleBefore: start - 60_000,
           limit: 1,
         });
@@ -72,7 +76,7 @@ for (const dialect of testDialects()) {
         // The snapshot taken by the first read: the claim in flight, nothing finished yet.
         assert.deepEqual(view(during), {
           status: 'pending',
-          nextAttemptAt: new Date(start).toISOString(),
+          nextAttemptAt: new Date(Number(queued.run_at)).toISOString(),
           lastError: null,
           attempts: [[1, false, null, null]],
         });

@@ -14,6 +14,8 @@ import {
   configureWebhook,
   createWebhookApp,
   deliveries,
+  dueNow,
+  letTimePass,
   recordMessages,
   textMessage,
 } from './support.ts';
@@ -66,6 +68,8 @@ for (const dialect of testDialects()) {
       return claimDeliveries(db(), dialect, {
         workerId,
         now: t.clock(),
+        // Due times are judged on the store's clock now (docs/decisions/0005-outbox-and-delivery.md, "Due times").
+        dueAt: dueNow(t),
         lockedAt,
         staleBefore: t.services.webhooks.staleBefore(lockedAt),
         limit,
@@ -225,6 +229,7 @@ for (const dialect of testDialects()) {
       const claimed = await claimDeliveries(hooked, dialect, {
         workerId: 'w1',
         now,
+        dueAt: dueNow(t),
         staleBefore: t.services.webhooks.staleBefore(now),
         limit: 10,
       });
@@ -363,7 +368,7 @@ for (const dialect of testDialects()) {
         (requests) => requests.filter((r) => r.reply.state === 'completed').length >= 8,
         15_000,
       );
-      t.clock.advance(1_200);
+      await letTimePass(t, 1_200);
       t.services.webhooks.wake();
       await receiver.waitFor(
         (requests) => requests.filter((r) => r.reply.state === 'completed').length >= 9,

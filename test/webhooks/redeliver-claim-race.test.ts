@@ -45,7 +45,14 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
         .where('instance_id', '=', app.instance.id)
         .executeTakeFirstOrThrow();
       const now = app.clock();
-      const claim = { now, staleBefore: now - 60_000, limit: 8, perLane: 1 };
+      // Due times are judged on the store's clock (docs/decisions/0005-outbox-and-delivery.md, "Due times").
+      const claim = {
+        now,
+        dueAt: app.services.webhooks.dueNow(),
+        staleBefore: now - 60_000,
+        limit: 8,
+        perLane: 1,
+      };
 
       let redelivered: ReturnType<TestApp['call']> | undefined;
       const claimed = await db.transaction().execute(async (trx) => {

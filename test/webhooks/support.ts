@@ -58,6 +58,30 @@ export function webhookAppPerTest(
   };
 }
 
+/**
+ * Now on the store's clock that `t`'s due times (`run_at`) are set and judged on, epoch ms
+ * (docs/decisions/0005-outbox-and-delivery.md, "Due times"): the time a test's own claim judges due times at
+ * (`ClaimOptions.dueAt`). The test's business clock (`t.clock`) stays where the test put it.
+ */
+export function dueNow(t: TestApp): number {
+  return t.services.webhooks.dueNow();
+}
+
+/**
+ * Lets `ms` pass for `t`'s pending deliveries on the store's clock their due times are on
+ * (docs/decisions/0005-outbox-and-delivery.md, "Due times"): each `run_at` moves `ms` earlier, so a retry waiting for
+ * its backoff comes due as if that long had passed, and the business clock (attempts' and the log's times) moves `ms`
+ * on.
+ */
+export async function letTimePass(t: TestApp, ms: number): Promise<void> {
+  t.clock.advance(ms);
+  await t.testStore.store.db
+    .updateTable('webhook_deliveries')
+    .set((eb) => ({ run_at: eb('run_at', '-', ms) }))
+    .where('status', '=', 'pending')
+    .execute();
+}
+
 /** The body of {@link knownReceiver}'s request: a receiver that holds its replies answers this one at once. */
 export const SET_UP_BODY = '{"setUp":true}';
 
@@ -351,6 +375,7 @@ export async function claimLane(
   const batch = await claimDeliveries(t.testStore.store.db, dialect, {
     workerId: 'w1',
     now,
+    dueAt: dueNow(t),
     staleBefore: t.services.webhooks.staleBefore(now),
     limit: 8,
     perLane: count,

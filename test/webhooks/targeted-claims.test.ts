@@ -4,7 +4,14 @@ import type { Instance } from '../../src/domain/instance.ts';
 import { claimDeliveries } from '../../src/store/delivery-claims.ts';
 import { type ReceivedRequest, type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
-import { createWebhookApp, HMAC_KEY, textMessage, webhookAppPerTest } from './support.ts';
+import {
+  createWebhookApp,
+  dueNow,
+  HMAC_KEY,
+  letTimePass,
+  textMessage,
+  webhookAppPerTest,
+} from './support.ts';
 
 /**
  * Targeted claims (docs/decisions/0053-targeted-claims.md): a claim may look at the lanes of a few named instances
@@ -69,6 +76,7 @@ for (const dialect of testDialects()) {
         claimDeliveries(db(), dialect, {
           workerId,
           now,
+          dueAt: dueNow(t),
           staleBefore: now - 60_000,
           limit: 8,
           ...(instances === undefined ? {} : { instances }),
@@ -112,7 +120,7 @@ for (const dialect of testDialects()) {
         await receiver.waitForCount(1, 10_000);
         await waitUntil(async () => (await rows()).some((row) => row[0] === 'other' && row[3] === null));
         // The retry is due one second later (WEBHOOK_RETRY_SCHEDULE); nothing wakes the worker for it.
-        t.clock.advance(5_000);
+        await letTimePass(t, 5_000);
 
         await t.services.recorder.record(t.instance.id, textMessage('main'));
         await app.receiver().waitForCount(1, 10_000);
@@ -152,7 +160,7 @@ for (const dialect of testDialects()) {
         busy.services.webhooks.wake(other.id);
         await receiver.waitForCount(1, 10_000);
         await waitUntil(async () => (await rows()).some((row) => row[0] === 'other' && row[3] === null));
-        t.clock.advance(5_000);
+        await letTimePass(t, 5_000);
         const received = await receiver.waitForCount(2, 10_000);
         assert.equal(textOf(received[1]), 'retried');
       } finally {

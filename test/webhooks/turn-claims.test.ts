@@ -30,12 +30,14 @@ class WatchedTurn extends TurnTransactions {
  * lane batch; it claims in `runOnce`, or once started when woken (its poll is a minute).
  */
 function workerOver(t: TestApp, turn: TurnTransactions, laneBatch = 32): DeliveryWorker {
-  const { store, box, guard, clock, logger } = t.services;
+  const { store, box, guard, clock, storeClock, logger } = t.services;
   return new DeliveryWorker({
     store,
     box,
     guard,
     clock,
+    // Claims and due times on the node's store clock, as the services build their worker.
+    storeClock: () => storeClock.now(),
     logger,
     scheduleMs: [1000, 2000],
     timeoutMs: 5000,
