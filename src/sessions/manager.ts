@@ -1,7 +1,7 @@
 import type { Environment } from '../domain/environment.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import { DEFAULT_SUBSCRIPTION, EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
-import type { PairingCode } from '../domain/messages.ts';
+import type { ConnectionState, PairingCode } from '../domain/messages.ts';
 import type { CloseOptions, Engine, EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { getInstance, updateInstance } from '../store/instances.ts';
@@ -80,6 +80,7 @@ export class SessionManager {
       connect: (instanceId, listed) => this.restore(instanceId, listed),
       stops: () => this.#stops,
       connected: (instanceId) => this.#sessions.get(instanceId)?.state().connected === true,
+      kept: (instanceId) => this.#sessions.has(instanceId),
     });
   }
 
@@ -173,13 +174,14 @@ export class SessionManager {
    *   (docs/decisions/0001-envelope-and-error-codes.md), `instance is not connected` when logged in but disconnected
    *   (disconnect keeps the session, docs/api.md#session); platform_unreachable (503)
    *   `not connected to the platform right now` with `retryAfter` while a connection that should be up is down and
-   *   coming back by itself ({@link comingBack}); not_connected (409) `instance is not connected: <reason>` when it
+   *   coming back by itself ({@link comingBack}; a stored login whose restore waits for a retry counts as logged in,
+   *   {@link #stateOf}); not_connected (409) `instance is not connected: <reason>` when it
    *   should be up but stopped until the next `connect` (the platform replaced or refused the session, a connect
    *   failed; docs/decisions/0016-session-lifecycle.md), so no client retries for ever on a `Retry-After`.
    */
   ready(instance: Instance): EngineSession {
     const session = this.#sessions.get(instance.id);
-    const state = session?.state();
+    const state = this.#stateOf(instance, session);
     const loggedIn = state ? state.loggedIn : instance.jid !== null;
     if (!loggedIn) throw errors.notLoggedIn();
     if (session && state?.connected) return session;
@@ -194,8 +196,9 @@ export class SessionManager {
    * True when the session of instance `instanceId`, which should be connected, comes back by itself: none is in
    * this process yet (a restore at boot, a node taking the instance over, docs/decisions/0008-leases-and-fencing.md),
    * its engine reconnects by itself (`EngineSession.reconnecting`: a dropped socket, a restart stream error), a
-   * connect or restore of it is under way here, or its restore's retry is pending (a boot restore's backoff; on several
-   * nodes the lease keeper's next round, {@link restoreFailed}). False for a session stopped until the next `connect`
+   * connect or restore of it is under way here, or its restore's retry is pending (on one node a boot restore's
+   * backoff while the platform or the store does not answer, restore.ts `restoreRetried`; on several nodes the lease
+   * keeper's next round, {@link restoreFailed}). False for a session stopped until the next `connect`
    * (the platform replaced or refused it, a connect that failed with no retry to come).
    */
   comingBack(instanceId: string): boolean {
@@ -294,7 +297,20 @@ export class SessionManager {
    * this process: not connected.
    */
   status(instance: Instance): SessionStatus {
-    return sessionStatus(instance, this.#sessions.get(instance.id)?.state());
+    return sessionStatus(instance, this.#stateOf(instance, this.#sessions.get(instance.id)));
+  }
+
+  /**
+   * The state of `session`, the session of `instance` here (undefined: none), as {@link ready} and {@link status}
+   * read it: undefined, as without a session, while its restore waits for a retry and its engine read no login
+   * (docs/decisions/0016-session-lifecycle.md): a restore the store failed before the credentials were read (the
+   * one-socket lock not taken) leaves the engine not knowing them, and the stored login stands until they are read.
+   */
+  #stateOf(instance: Instance, session: EngineSession | undefined): ConnectionState | undefined {
+    const state = session?.state();
+    if (state?.loggedIn === false && instance.jid !== null && this.#restorer.waiting(instance.id))
+      return undefined;
+    return state;
   }
 
   /**
@@ -399,8 +415,9 @@ export class SessionManager {
   /**
    * The lease keeper's restore of `instanceId` failed with `error` (several nodes): unless the platform refused it
    * (`keeperRetries`, restore.ts), the keeper restores it again at its next round, and the instance comes back by
-   * itself meanwhile ({@link comingBack}: `503` with `Retry-After`, as a boot restore's retry on one node); refused, it
-   * stays stopped until `connect` (`409`). Cleared by that restore, a user action or a release.
+   * itself meanwhile ({@link comingBack}: `503` with `Retry-After`, as a boot restore's retry on one node while the
+   * platform or the store does not answer); refused, it stays stopped until `connect` (`409`). Cleared by that
+   * restore, a user action or a release.
    * @returns whether the keeper is to retry it.
    */
   restoreFailed(instanceId: string, error: unknown): boolean {
