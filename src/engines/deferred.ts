@@ -6,7 +6,7 @@ import type { Engine, EngineSession, EngineSessionContext } from './engine.ts';
  * a session of this engine never loads its module graph: the live engine's (Baileys, libsignal, the platform's
  * protocol buffers) took about half a second of every start (docs/decisions/0068-engines-loaded-on-first-use.md).
  *
- * The session manager awaits `init` before it creates a session of the engine (src/sessions/manager.ts), so
+ * The session manager awaits `init` before it creates a session of the engine (src/sessions/session-table.ts), so
  * `createSession` finds the engine loaded.
  */
 export class DeferredEngine implements Engine {

@@ -1,9 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { FastifyBaseLogger } from 'fastify';
-import type { Kysely } from 'kysely';
 import { DomainError } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
-import type { SessionManager } from '../sessions/manager.ts';
 import { listInstancesToRestore } from '../store/instances.ts';
 import {
   type ClusterNode,
@@ -18,70 +15,26 @@ import {
   renewLeases,
   setNodeEndpoint,
 } from '../store/leases.ts';
-import type { Database } from '../store/schema.ts';
-import { leaseValid, leastLoaded, loadOf, shareToTake } from './placement.ts';
+import { FenceTimer } from './lease-fence.ts';
+import { LEASE_HEARTBEAT_MS, LEASE_TTL_MS, type LeaseKeeperOptions, type Route } from './lease-options.ts';
+import { LeasedSessions } from './leased-sessions.ts';
+import { LocalRequests } from './local-requests.ts';
+import { claimOrphans } from './orphans.ts';
+import { leaseValid, leastLoaded, loadOf } from './placement.ts';
 import { StoreClock } from './store-clock.ts';
 
-/** Default time between lease renewals, ms. */
-export const LEASE_HEARTBEAT_MS = 2000;
-/** Default lease lifetime without renewal, ms: a dead node's instances move within this plus one heartbeat. */
-export const LEASE_TTL_MS = 8000;
-
-/**
- * How long before its leases expire an owner that could not renew them closes every session, ms, for a renewal
- * period of `heartbeatMs`: one heartbeat (a timer that fires late, a clock a little behind the claimer's), plus half
- * of one for the close itself, which ends each socket at once (docs/decisions/0008-leases-and-fencing.md). With the
- * defaults, 3 000 ms: the sessions close 5 s after the last renewal, once two renewals in a row failed.
- */
-export function fenceMarginMs(heartbeatMs: number): number {
-  return heartbeatMs + heartbeatMs / 2;
-}
-
-/** Where a request for an instance runs: here, or on the owner node at `url`. */
-export type Route = { local: true } | { local: false; owner: string; url: string };
-
-/** Options of a {@link LeaseKeeper}. Durations in ms. */
-export interface LeaseKeeperOptions {
-  db: Kysely<Database>;
-  /** This node's id (the registry's). */
-  nodeId: string;
-  /**
-   * The local sessions. `release(id, { fenced: true })` closes a session whose lease is lost or about to expire: its
-   * socket ends at once and its pending key and engine-state writes stop (it resolves once the events the socket
-   * received are recorded, which can take seconds: the keeper never waits for it in a renewal round). `restore`'s
-   * third argument is asked right before the session connects: false connects nothing. `comingBack` says whether a
-   * session here that is not connected comes back by itself (else it is stopped until `connect`, and no round
-   * connects it); `restoreFailed` is told of each restore that failed and says whether the next round retries it.
-   */
-  sessions: Pick<SessionManager, 'restore' | 'existing' | 'release' | 'ids' | 'comingBack' | 'restoreFailed'>;
-  logger: FastifyBaseLogger;
-  /** Renewal and placement period (default {@link LEASE_HEARTBEAT_MS}). */
-  heartbeatMs?: number;
-  /** Lease lifetime (default {@link LEASE_TTL_MS}); at least three heartbeats. */
-  ttlMs?: number;
-  /**
-   * The clock expiries are written and compared on, epoch ms: the store's, shared by every node
-   * (docs/decisions/0008-leases-and-fencing.md, "One clock"). Default: `clock`, synced every round. Tests that
-   * drive time by hand pass a fake here (it is never synced).
-   */
-  now?: () => number;
-  /**
-   * The store's clock: the node's one {@link StoreClock}, which the services share with the registry, the one-socket
-   * locks and the webhook worker (default: one of its own over `db`, for a keeper built alone); ignored when `now`
-   * is given.
-   */
-  clock?: Pick<StoreClock, 'now' | 'sync' | 'synced'>;
-}
+export type { LeaseKeeperOptions, Route } from './lease-options.ts';
+export { LEASE_HEARTBEAT_MS, LEASE_TTL_MS } from './lease-options.ts';
 
 /**
  * The leases of one node (docs/decisions/0008-leases-and-fencing.md). Each instance that has a session anywhere has a
  * row in `instance_leases` naming its owner node, a fencing token and an expiry:
- * - every heartbeat the owner pushes the expiry of all its leases forward and closes any local session whose
- *   lease it no longer holds; when renewals keep failing it closes every session {@link fenceMarginMs} (a heartbeat
- *   and a half) BEFORE its leases expire, by a timer set at each renewal, so no other node can open a socket while
- *   this one still has one (fencing by time). The closes run apart from the rounds: a close waiting for its
- *   session's received events to be recorded holds no renewal. No session is restored here, and no lease claimed
- *   for this node, while that timer is not armed (it fired, or no renewal succeeded yet): nothing would close it;
+ * - every heartbeat the owner pushes the expiry of all its leases forward and closes any local session whose lease it
+ *   no longer holds; when renewals keep failing it closes every session `fenceMarginMs` (a heartbeat and a half) BEFORE
+ *   its leases expire, by a timer set at each renewal (src/nodes/lease-fence.ts), so no other node can open a socket
+ *   while this one still has one (fencing by time). The closes run apart from the rounds: a close waiting for its
+ *   session's received events to be recorded holds no renewal. No session is restored here, and no lease claimed for
+ *   this node, while that timer is not armed (it fired, or no renewal succeeded yet): nothing would close it;
  * - a lease changes owner only by a statement conditional on its token (see `src/store/leases.ts`), once it has
  *   expired (an owner whose process is gone has its leases expired by the registry); an owner that merely looks
  *   dead (its registry heartbeat lapsed) keeps its lease until it expires. The taker then drops the old owner's
@@ -102,27 +55,23 @@ export class LeaseKeeper {
   /** Whether the clock read the store's at least once. */
   readonly #synced: () => boolean;
   readonly #held = new Map<string, Lease>();
-  readonly #restoring = new Map<string, Promise<void>>();
   readonly #moving = new Map<string, Promise<void>>();
-  readonly #inflight = new Map<string, number>();
-  readonly #idle = new Map<string, () => void>();
+  /** The requests running here per instance: a hand-over waits for them ({@link enter}, {@link drain}). */
+  readonly #requests = new LocalRequests();
   /**
-   * Closes of sessions whose lease moved or lapsed, by instance id ({@link #release}): they run apart from the
-   * rounds, and a restore of the instance here waits for its close to end.
+   * The local sessions of the leased instances: their restores, and the closes of those whose lease moved or lapsed,
+   * which run apart from the rounds (src/nodes/leased-sessions.ts).
    */
-  readonly #releasing = new Map<string, Promise<void>>();
+  readonly #local: LeasedSessions;
   #url = '';
   #draining = false;
   #timer: NodeJS.Timeout | undefined;
-  /** Closes every local session a margin before the leases of the last renewal expire (re-armed at each renewal). */
-  #fenceTimer: NodeJS.Timeout | undefined;
-  /** True between `start` and `stop`: renewals arm the fencing timer. */
-  #started = false;
+  /**
+   * Closes every local session a margin before the leases of the last renewal expire (re-armed at each renewal);
+   * started between `start` and `stop` (src/nodes/lease-fence.ts).
+   */
+  readonly #fence: FenceTimer;
   #ticking: Promise<void> | undefined;
-  /** Epoch ms of the last successful renewal; leases written then expire at this plus ttl. */
-  #renewedAt = 0;
-  /** Epoch ms at which the fencing timer set at the last renewal fires (see {@link #fenceArmed}). */
-  #fenceAt = 0;
 
   constructor(options: LeaseKeeperOptions) {
     this.#options = options;
@@ -138,6 +87,17 @@ export class LeaseKeeper {
       this.#sync = async () => undefined;
       this.#synced = () => true;
     }
+    this.#fence = new FenceTimer({
+      ttlMs: this.#ttlMs,
+      heartbeatMs: this.#heartbeatMs,
+      now: () => this.#now(),
+      onFire: () => this.#fenceFired(),
+    });
+    this.#local = new LeasedSessions({
+      sessions: options.sessions,
+      logger: options.logger,
+      armed: () => this.#fence.armed(),
+    });
   }
 
   /** This node's id. */
@@ -171,12 +131,12 @@ export class LeaseKeeper {
    */
   async start(url: string): Promise<void> {
     this.#url = url;
-    this.#started = true;
+    this.#fence.start();
     try {
       await this.tick();
     } catch (error) {
-      this.#started = false;
-      clearTimeout(this.#fenceTimer);
+      this.#fence.halt();
+      this.#fence.cancel(false);
       throw error;
     }
     this.#timer = setInterval(() => {
@@ -204,12 +164,12 @@ export class LeaseKeeper {
     await this.#sync();
     const now = this.#now();
     const mine = await renewLeases(db, nodeId, now + this.#ttlMs, now);
-    this.#renewedAt = now;
-    this.#armFence();
+    // Leases written now expire at `now` plus ttl: the fencing timer fires a margin before.
+    this.#fence.arm(now);
     this.#held.clear();
     for (const lease of mine) this.#held.set(lease.instanceId, lease);
     for (const id of sessions.ids()) {
-      if (this.#held.has(id) || this.#moving.has(id) || this.#releasing.has(id)) continue;
+      if (this.#held.has(id) || this.#moving.has(id) || this.#local.closing(id) !== undefined) continue;
       // Placed here by a request since the renewal read the rows: keep it.
       const lease = await getLease(db, id);
       if (lease?.owner === nodeId && lease.expiresAt > now) {
@@ -217,43 +177,23 @@ export class LeaseKeeper {
         continue;
       }
       logger.warn({ instanceId: id }, 'closing a session whose lease another node holds');
-      void this.#release(id);
+      void this.#local.release(id);
     }
     if (this.#draining) return;
     const wanted = await listInstancesToRestore(db);
     const nodes = await this.#nodes(now);
     const leases = await listLeases(db);
-    const byInstance = new Map(leases.map((lease) => [lease.instanceId, lease]));
-    // Only an expired lease is orphaned: an owner whose heartbeat lapsed may still hold its socket until it fences.
-    const orphans = wanted.filter((instance) => {
-      const lease = byInstance.get(instance.id);
-      return !lease || !leaseValid(lease, now);
-    });
-    let take = shareToTake({
-      self: nodeId,
+    await claimOrphans({
+      db,
+      logger,
+      nodeId,
+      now,
+      ttlMs: this.#ttlMs,
+      wanted,
       nodes,
-      load: loadOf(nodes, leases, now),
-      orphans: orphans.length,
+      leases,
+      held: this.#held,
     });
-    // Start at a different place per node so nodes claiming together rarely race for the same rows.
-    const start = orphans.length === 0 ? 0 : hash(nodeId) % orphans.length;
-    for (let i = 0; i < orphans.length && take > 0; i++) {
-      const instance = orphans[(start + i) % orphans.length];
-      if (!instance) continue;
-      const lease = await claimLease(db, {
-        instanceId: instance.id,
-        owner: nodeId,
-        previousToken: byInstance.get(instance.id)?.token ?? null,
-        previousExpiresAt: byInstance.get(instance.id)?.expiresAt,
-        expiresAt: now + this.#ttlMs,
-      });
-      if (!lease) continue;
-      const previous = byInstance.get(instance.id)?.owner;
-      if (previous !== undefined && previous !== nodeId) await dropStaleSocketLock(db, instance.id, previous);
-      take -= 1;
-      this.#held.set(instance.id, lease);
-      logger.info({ instanceId: instance.id, token: lease.token }, 'took over an orphaned instance');
-    }
     for (const instance of wanted) {
       if (this.#held.has(instance.id)) void this.ensureRestored(instance);
     }
@@ -267,7 +207,7 @@ export class LeaseKeeper {
    * reachable (its heartbeat lapsed) is waited out, looked at again every heartbeat, until its owner is back or it
    * expires: its owner may still hold the socket (docs/decisions/0008-leases-and-fencing.md). An instance whose
    * lease this node holds, or would claim for itself, is served here only while this node's fencing timer is armed
-   * ({@link #fenceArmed}).
+   * (`FenceTimer.armed`).
    * @throws DomainError not_ready (503) `the node holding this instance does not answer; retry` when such a lease is
    *   still valid after its lifetime and a heartbeat (its owner renews it without showing in the registry);
    *   not_ready (503) `this node could not renew its leases in time; retry` when the instance would be served here
@@ -288,13 +228,13 @@ export class LeaseKeeper {
         if (lease.owner === nodeId) {
           if (this.#moving.has(instance.id)) continue;
           // The lease looks valid for a moment still, but the fence fired: a session restored now would outlive it.
-          if (!this.#fenceArmed()) throw unrenewed();
+          if (!this.#fence.armed()) throw unrenewed();
           this.#held.set(instance.id, lease);
           await this.ensureRestored(instance);
           // A hand-over that started while the session was being restored closes it before this request would
           // count as running here (`enter`): wait for the hand-over and route again.
           if (this.#moving.has(instance.id)) continue;
-          if (!this.#fenceArmed()) throw unrenewed();
+          if (!this.#fence.armed()) throw unrenewed();
           return { local: true };
         }
         const owner = nodes.find((node) => node.id === lease.owner);
@@ -310,7 +250,7 @@ export class LeaseKeeper {
       }
       const target = leastLoaded(nodes, loadOf(nodes, await listLeases(db), now));
       if (!target) break;
-      if (target.id === nodeId && !this.#fenceArmed()) throw unrenewed();
+      if (target.id === nodeId && !this.#fence.armed()) throw unrenewed();
       const claimed = await claimLease(db, {
         instanceId: instance.id,
         owner: target.id,
@@ -323,7 +263,7 @@ export class LeaseKeeper {
       // This node's own lease lapsed and came back with a new token: a session still here was made under the old
       // one, so its key writes would be refused (src/store/engine-auth.ts); it is closed and made again under the new.
       if (claimed?.owner === nodeId && lease !== undefined && this.#options.sessions.existing(instance.id))
-        await this.#release(instance.id);
+        await this.#local.release(instance.id);
     }
     // No serving node is known (this node not yet registered, or alone and draining): serve here.
     return { local: true };
@@ -351,73 +291,17 @@ export class LeaseKeeper {
   }
 
   /**
-   * Restores `instance`'s session here when it should be connected and is not (stored credentials, no QR). A
-   * session already here that is not connected is asked to connect again while it comes back by itself
-   * (`SessionManager.comingBack`: a no-op while its own connection attempt or reconnect runs; its restore failed
-   * and is retried here, every round, unless the platform refused it); one the platform stopped (replaced, refused)
-   * stays down until `connect`, as on one node (docs/decisions/0016-session-lifecycle.md), and answers `409`. Only
-   * a session made here is logged as restored, once. `instance` may be stale: the session
-   * manager connects only if the store still wants the instance connected when its turn comes
-   * ({@link SessionManager.restore}), so a disconnect that lands meanwhile is not undone. Nothing is restored while
-   * this node's fencing timer is not armed ({@link #fenceArmed}: asked again right before the session connects), and
-   * a restore of an instance whose released session is still closing here starts once that close ended. Never
-   * rejects: a failure is logged.
+   * Restores `instance`'s session here when it should be connected and is not (stored credentials, no QR), unless
+   * the platform stopped it or this node's fencing timer is not armed, after any close of its session still running
+   * here (`LeasedSessions.ensureRestored`, src/nodes/leased-sessions.ts). Never rejects: a failure is logged.
    */
   ensureRestored(instance: Instance): Promise<void> {
-    const { sessions } = this.#options;
-    if (instance.desiredState !== 'connected' || instance.jid === null) return Promise.resolve();
-    const releasing = this.#releasing.get(instance.id);
-    const existing = releasing === undefined ? sessions.existing(instance.id) : undefined;
-    if (existing !== undefined && (existing.state().connected || !sessions.comingBack(instance.id)))
-      return Promise.resolve();
-    if (!this.#fenceArmed()) return Promise.resolve();
-    const running = this.#restoring.get(instance.id);
-    if (running) return running;
-    const restore = (
-      releasing === undefined ? this.#restore(instance) : releasing.then(() => this.#restore(instance))
-    ).finally(() => this.#restoring.delete(instance.id));
-    this.#restoring.set(instance.id, restore);
-    return restore;
-  }
-
-  /** {@link ensureRestored}'s restore, once no close of the instance's session runs here. Never rejects. */
-  async #restore(instance: Instance): Promise<void> {
-    const { sessions, logger } = this.#options;
-    const existing = sessions.existing(instance.id);
-    if (existing?.state().connected || !this.#fenceArmed()) return;
-    try {
-      const restored = await sessions.restore(instance.id, undefined, () => this.#fenceArmed());
-      if (restored && existing === undefined)
-        logger.info({ instanceId: instance.id }, 'session restored on this node');
-    } catch (error) {
-      // Retried at the next round unless the platform refused it: meanwhile the instance answers 503 with
-      // Retry-After, as on one node while a restore's retry is pending; refused, it stays stopped (409) until
-      // `connect`.
-      const retry = sessions.restoreFailed(instance.id, error);
-      logger.warn(
-        { err: error, instanceId: instance.id, retry },
-        retry
-          ? 'restoring a session failed; retried at the next round'
-          : 'restoring a session failed: refused by the platform, not retried',
-      );
-    }
+    return this.#local.ensureRestored(instance);
   }
 
   /** Counts a request running locally on `instanceId`; call the returned function when it has answered. */
   enter(instanceId: string): () => void {
-    this.#inflight.set(instanceId, (this.#inflight.get(instanceId) ?? 0) + 1);
-    let left = false;
-    return () => {
-      if (left) return;
-      left = true;
-      const count = (this.#inflight.get(instanceId) ?? 1) - 1;
-      if (count > 0) {
-        this.#inflight.set(instanceId, count);
-        return;
-      }
-      this.#inflight.delete(instanceId);
-      this.#idle.get(instanceId)?.();
-    };
+    return this.#requests.enter(instanceId);
   }
 
   /**
@@ -441,9 +325,9 @@ export class LeaseKeeper {
           }),
         );
         try {
-          await this.#idleOf(lease.instanceId, waitMs);
+          await this.#requests.idle(lease.instanceId, waitMs);
           // A close the rounds started (the lease moved, or the fence fired) ends before the lease is handed on.
-          await this.#releasing.get(lease.instanceId);
+          await this.#local.closing(lease.instanceId);
           await sessions.release(lease.instanceId);
           const now = this.#now();
           const nodes = (await this.#nodes(now)).filter((node) => node.id !== nodeId);
@@ -477,84 +361,24 @@ export class LeaseKeeper {
    * bounds only once the session manager closes (`SessionManager.closeAll`, which waits for them).
    */
   async stop(): Promise<void> {
-    this.#started = false;
+    this.#fence.halt();
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#ticking;
-    clearTimeout(this.#fenceTimer);
-    this.#fenceTimer = undefined;
-  }
-
-  /**
-   * Sets the fencing timer for the leases of the last renewal, which expire at `#renewedAt + ttl`: it fires
-   * {@link fenceMarginMs} before, unless a later renewal sets it again. Read at a timer rather than at the next
-   * heartbeat, which runs up to a heartbeat late (the renewal's clock is read after its first statement).
-   */
-  #armFence(): void {
-    if (!this.#started) return;
-    clearTimeout(this.#fenceTimer);
-    const at = this.#renewedAt + this.#ttlMs - fenceMarginMs(this.#heartbeatMs);
-    this.#fenceAt = at;
-    this.#fenceTimer = setTimeout(() => this.#fence(), Math.max(0, at - this.#now()));
-    this.#fenceTimer.unref();
-  }
-
-  /**
-   * True when a session opened here now would be closed in time if no renewal succeeded from now on: the fencing
-   * timer of the last renewal is set and not yet due. Always true for a keeper not started (`tick` run by hand
-   * fences nothing by time).
-   */
-  #fenceArmed(): boolean {
-    if (!this.#started) return true;
-    return this.#fenceTimer !== undefined && this.#now() < this.#fenceAt;
+    this.#fence.cancel(true);
   }
 
   /**
    * Closes every local session at once (fenced: no quiescing): the leases could not be renewed in time. Until a
-   * renewal arms the timer again, nothing is restored here ({@link #fenceArmed}).
+   * renewal arms the timer again, nothing is restored here (`FenceTimer.armed`). Called when the fencing timer fires.
    */
-  #fence(): void {
+  #fenceFired(): void {
     const { logger, sessions } = this.#options;
-    this.#fenceTimer = undefined;
     this.#held.clear();
     const ids = sessions.ids();
     if (ids.length === 0) return;
     logger.error({ instances: ids.length }, 'leases could not be renewed in time; closing every session');
-    for (const id of ids) void this.#release(id);
-  }
-
-  /**
-   * Starts the fenced close of the session of `instanceId` (`sessions.release`) unless one runs already, and keeps
-   * it in {@link #releasing} until it ended (docs/decisions/0008-leases-and-fencing.md). Never rejects.
-   */
-  #release(instanceId: string): Promise<void> {
-    const running = this.#releasing.get(instanceId);
-    if (running) return running;
-    const closing = this.#options.sessions
-      .release(instanceId, { fenced: true })
-      .catch((error: unknown) =>
-        this.#options.logger.warn({ err: error, instanceId }, 'closing a session failed'),
-      )
-      .finally(() => {
-        if (this.#releasing.get(instanceId) === closing) this.#releasing.delete(instanceId);
-      });
-    this.#releasing.set(instanceId, closing);
-    return closing;
-  }
-
-  #idleOf(instanceId: string, waitMs: number): Promise<void> {
-    if (!this.#inflight.has(instanceId)) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(finish, waitMs);
-      function finish() {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.#idle.set(instanceId, () => {
-        this.#idle.delete(instanceId);
-        finish();
-      });
-    });
+    for (const id of ids) void this.#local.release(id);
   }
 
   /** Nodes that can serve: registered, reachable, heartbeat within the lease lifetime (this node always). */
@@ -570,10 +394,4 @@ export class LeaseKeeper {
 /** The refusal of a request this node would serve while its fencing timer is not armed. */
 function unrenewed(): DomainError {
   return new DomainError('not_ready', 'this node could not renew its leases in time; retry');
-}
-
-function hash(text: string): number {
-  let value = 0;
-  for (const char of text) value = (value * 31 + char.charCodeAt(0)) >>> 0;
-  return value;
 }

@@ -1,35 +1,25 @@
-import type { Environment } from '../domain/environment.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import { DEFAULT_SUBSCRIPTION, EVENT_TYPES, type EventType, type Instance } from '../domain/instance.ts';
 import type { PairingCode } from '../domain/messages.ts';
-import type { CloseOptions, Engine, EngineSession } from '../engines/engine.ts';
+import type { CloseOptions, EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { getInstance, updateInstance } from '../store/instances.ts';
-import type { LeaseFence } from '../store/leases.ts';
+import { SessionAvailability } from './availability.ts';
 import { RecordBacklog } from './backlog.ts';
-import { createEngineSession } from './engine-session.ts';
 import { recordRetryPolicy, type SessionManagerOptions } from './manager-options.ts';
-import type { RecordRetryPolicy } from './record-retry.ts';
 import { type ListedInstance, SessionRestorer } from './restore.ts';
+import { type LeaseFences, SessionTable } from './session-table.ts';
 import {
   type ConnectResult,
   currentPairingCode,
   LOGIN_VERIFY_MS,
-  RECONNECT_RETRY_AFTER_S,
-  reconnecting,
   type SessionStatus,
   sessionStatus,
-  stoppedSession,
 } from './status.ts';
 import { InstanceTurns } from './turns.ts';
 
+export type { LeaseFences } from './session-table.ts';
 export type { ConnectResult, SessionStatus } from './status.ts';
-
-/** Where a session's fence comes from: the lease this node holds of an instance, if any (the lease keeper). */
-export interface LeaseFences {
-  /** The owner and token of this node's lease of `instanceId`, as of its last renewal or claim; undefined: none. */
-  fenceOf(instanceId: string): LeaseFence | undefined;
-}
 
 /**
  * Owns the engine session of every instance in this process and the session lifecycle of docs/api.md#session and
@@ -38,49 +28,36 @@ export interface LeaseFences {
  */
 export class SessionManager {
   readonly #options: SessionManagerOptions;
-  readonly #sessions = new Map<string, EngineSession>();
-  /** The environments whose engine is prepared ({@link Engine.init} resolved). */
-  readonly #prepared = new Set<Environment>();
+  /** The sessions of this process: made, kept, released and closed (src/sessions/session-table.ts). */
+  readonly #table: SessionTable;
   /** Boot restores and their retries (cancelled by any user action on the instance). */
   readonly #restorer: SessionRestorer;
   /** The lifecycle steps that must not interleave, one queue per instance ({@link InstanceTurns}). */
   readonly #turns = new InstanceTurns();
-  /** Connects and restores under way in this process, by instance id ({@link comingBack}). */
-  readonly #connecting = new Map<string, number>();
+  /** What a call needing a session is answered, and the connects under way (src/sessions/availability.ts). */
+  readonly #availability: SessionAvailability;
   /** Disconnects and logouts whose stored state committed, in this process ({@link stops}). */
   #stops = 0;
-  /** Aborted at shutdown: recordings and credential reads waiting for the store give up. */
-  readonly #closing = new AbortController();
-  /**
-   * Per kept session, aborted when it is released ({@link release}): its credential writes waiting for the store
-   * stop without another try (another node may own the instance by then).
-   */
-  readonly #released = new Map<EngineSession, AbortController>();
-  /**
-   * The closes of released sessions still running ({@link release}), by instance id: a new session of the instance
-   * is made only once its old one closed, and {@link closeAll} waits for them.
-   */
-  readonly #releasing = new Map<string, Promise<void>>();
-  /** With several nodes, the leases this node holds: each new session's key writes are fenced by its own. */
-  #leases: LeaseFences | undefined;
-  /** Why no session is made in this process any more ({@link fence}); undefined while sessions may be made. */
-  #fenced: DomainError | undefined;
-  readonly #policy: RecordRetryPolicy;
   /** Events of this process waiting to be recorded (metrics, the backlog warning). */
   readonly backlog: RecordBacklog;
 
   constructor(options: SessionManagerOptions) {
     this.#options = options;
-    this.#policy = recordRetryPolicy(options.recordRetry);
     this.backlog = options.backlog ?? new RecordBacklog({ logger: options.logger, clock: options.clock });
+    this.#table = new SessionTable(options, {
+      policy: recordRetryPolicy(options.recordRetry),
+      backlog: this.backlog,
+    });
     this.#restorer = new SessionRestorer({
       db: options.db,
       logger: options.logger,
       ...(options.restoreRetry ? { retry: options.restoreRetry } : {}),
       connect: (instanceId, listed) => this.restore(instanceId, listed),
       stops: () => this.#stops,
-      connected: (instanceId) => this.#sessions.get(instanceId)?.state().connected === true,
+      connected: (instanceId) => this.#table.get(instanceId)?.state().connected === true,
+      kept: (instanceId) => this.#table.has(instanceId),
     });
+    this.#availability = new SessionAvailability(this.#table, this.#restorer);
   }
 
   /**
@@ -90,71 +67,18 @@ export class SessionManager {
    * without a lease here are not fenced. Called once, by the cluster's wiring, before any session is restored.
    */
   fenceWith(leases: LeaseFences): void {
-    this.#leases = leases;
+    this.#table.fenceWith(leases);
   }
 
   /**
-   * The session of `instance`, created on first use (its engine prepared first, {@link Engine.init}).
+   * The session of `instance`, created on first use (its engine prepared first, `Engine.init`).
    * @throws DomainError not_ready once shutdown began ({@link closeAll}) and the session did not exist; what
    *   preparing the engine threw (its code could not be loaded).
    */
   async session(instance: Instance): Promise<EngineSession> {
-    const existing = this.#sessions.get(instance.id);
+    const existing = this.#table.get(instance.id);
     if (existing) return existing;
-    return this.#keptOrNew(instance, true);
-  }
-
-  /**
-   * Once the engine of `instance` is prepared: its kept session (another call may have made it meanwhile), else a
-   * new session object, kept when `keep` (in the same step as the check, so concurrent callers share one). A session
-   * to keep is made only once the close of the instance's released one ended ({@link release}): that close may still
-   * hold the one-socket lock, or record the events its socket received, in order before the new one's.
-   * @throws as {@link #prepare}.
-   */
-  async #keptOrNew(instance: Instance, keep: boolean): Promise<EngineSession> {
-    await this.#prepare(instance.env);
-    if (keep && this.#releasing.has(instance.id)) {
-      while (this.#releasing.has(instance.id)) await this.#releasing.get(instance.id);
-      if (this.#closing.signal.aborted) throw new DomainError('not_ready', 'server is shutting down');
-    }
-    const kept = this.#sessions.get(instance.id);
-    if (kept) return kept;
-    // A new engine session with the context every engine gets (engine-session.ts).
-    const released = new AbortController();
-    const session = createEngineSession(this.#options, instance, {
-      policy: this.#policy,
-      signal: this.#closing.signal,
-      released: released.signal,
-      backlog: this.backlog,
-      fence: this.#leases?.fenceOf(instance.id),
-    });
-    if (keep) {
-      this.#sessions.set(instance.id, session);
-      this.#released.set(session, released);
-    }
-    return session;
-  }
-
-  /**
-   * Resolves once the engine of `env` is prepared (at once after the first time).
-   * @throws DomainError not_ready `server is shutting down` when {@link closeAll} began meanwhile, so no session is
-   *   made after the others were closed; what preparing threw (logged here, at error level, for the live engine).
-   */
-  async #prepare(env: Environment): Promise<void> {
-    if (!this.#prepared.has(env)) {
-      try {
-        await this.#options.engines[env].init?.();
-      } catch (error) {
-        this.#options.logger.error(
-          { err: error, env },
-          'the engine of this environment could not be loaded: its instances cannot connect',
-        );
-        throw error;
-      }
-      this.#prepared.add(env);
-    }
-    if (this.#closing.signal.aborted) throw new DomainError('not_ready', 'server is shutting down');
-    if (this.#fenced !== undefined) throw this.#fenced;
+    return this.#table.keptOrNew(instance, true);
   }
 
   /**
@@ -163,83 +87,40 @@ export class SessionManager {
    * process reports it does not change (a kept, never-connected session would read as not logged in).
    */
   async detached(instance: Instance): Promise<EngineSession> {
-    return this.#sessions.get(instance.id) ?? this.#keptOrNew(instance, false);
+    return this.#table.get(instance.id) ?? this.#table.keptOrNew(instance, false);
   }
 
   /**
-   * The session of `instance` when it can reach the platform: logged in and connected (every messaging,
-   * contacts and groups operation needs this).
-   * @throws DomainError conflict `instance is not logged in` before login
-   *   (docs/decisions/0001-envelope-and-error-codes.md), `instance is not connected` when logged in but disconnected
-   *   (disconnect keeps the session, docs/api.md#session); platform_unreachable (503)
-   *   `not connected to the platform right now` with `retryAfter` while a connection that should be up is down and
-   *   coming back by itself ({@link comingBack}); not_connected (409) `instance is not connected: <reason>` when it
-   *   should be up but stopped until the next `connect` (the platform replaced or refused the session, a connect
-   *   failed; docs/decisions/0016-session-lifecycle.md), so no client retries for ever on a `Retry-After`.
+   * The session of `instance` when it can reach the platform: logged in and connected (every messaging, contacts and
+   * groups operation needs this; `SessionAvailability.ready`, src/sessions/availability.ts).
+   * @throws DomainError `409 instance is not logged in` / `instance is not connected[: <reason>]`, or `503 not
+   *   connected to the platform right now` with `retryAfter` while it comes back by itself ({@link comingBack}).
    */
   ready(instance: Instance): EngineSession {
-    const session = this.#sessions.get(instance.id);
-    const state = session?.state();
-    const loggedIn = state ? state.loggedIn : instance.jid !== null;
-    if (!loggedIn) throw errors.notLoggedIn();
-    if (session && state?.connected) return session;
-    if (instance.desiredState !== 'connected') throw errors.notConnected();
-    // Asked to be connected but the connection is down: the caller may retry shortly only while it comes back by
-    // itself (docs/decisions/0001-envelope-and-error-codes.md).
-    if (this.comingBack(instance.id)) throw reconnecting();
-    throw stoppedSession(state?.reason);
+    return this.#availability.ready(instance);
   }
 
   /**
-   * True when the session of instance `instanceId`, which should be connected, comes back by itself: none is in
-   * this process yet (a restore at boot, a node taking the instance over, docs/decisions/0008-leases-and-fencing.md),
-   * its engine reconnects by itself (`EngineSession.reconnecting`: a dropped socket, a restart stream error), a
-   * connect or restore of it is under way here, or its restore's retry is pending (a boot restore's backoff; on several
-   * nodes the lease keeper's next round, {@link restoreFailed}). False for a session stopped until the next `connect`
-   * (the platform replaced or refused it, a connect that failed with no retry to come).
+   * True when the session of instance `instanceId`, which should be connected, comes back by itself; false for one
+   * stopped until the next `connect` (`SessionAvailability.comingBack`).
    */
   comingBack(instanceId: string): boolean {
-    const session = this.#sessions.get(instanceId);
-    if (!session) return true;
-    return (
-      session.reconnecting?.() === true ||
-      this.#connecting.has(instanceId) ||
-      this.#restorer.waiting(instanceId)
-    );
-  }
-
-  /**
-   * `connecting`, a connect of instance `instanceId`'s session, counted in {@link #connecting} until it settles: the
-   * engine may say nothing of it meanwhile (a lock taken, credentials read before its socket opens).
-   */
-  #whileConnecting(instanceId: string, connecting: Promise<void>): Promise<void> {
-    this.#connecting.set(instanceId, (this.#connecting.get(instanceId) ?? 0) + 1);
-    return connecting.finally(() => {
-      const left = (this.#connecting.get(instanceId) ?? 1) - 1;
-      if (left > 0) this.#connecting.set(instanceId, left);
-      else this.#connecting.delete(instanceId);
-    });
+    return this.#availability.comingBack(instanceId);
   }
 
   /**
    * The session of `instance` in this process for an operation that reports on its own whether it needs a login or a
-   * connection (the sandbox's helpers): the kept session if there is one; else, when the instance should be
-   * connected and logged in, none is (a restore at boot or a hand-over between nodes is under way); else a new
-   * session object that is not kept (see {@link detached}), which answers not_logged_in or not_connected itself.
-   * @throws DomainError platform_unreachable (503) `not connected to the platform right now` with `retryAfter`
-   *   ({@link RECONNECT_RETRY_AFTER_S} s) when the instance should be connected but has no session here
-   *   (docs/decisions/0001-envelope-and-error-codes.md).
+   * connection (the sandbox's helpers; `SessionAvailability.current`).
+   * @throws DomainError platform_unreachable (503) with `retryAfter` when the instance should be connected but has
+   *   no session here.
    */
-  async current(instance: Instance): Promise<EngineSession> {
-    const session = this.#sessions.get(instance.id);
-    if (session) return session;
-    if (instance.desiredState === 'connected' && instance.jid !== null) throw reconnecting();
-    return this.#keptOrNew(instance, false);
+  current(instance: Instance): Promise<EngineSession> {
+    return this.#availability.current(instance);
   }
 
   /** The open session of `instance` if one exists in this process (no creation). */
   existing(instanceId: string): EngineSession | undefined {
-    return this.#sessions.get(instanceId);
+    return this.#table.get(instanceId);
   }
 
   /**
@@ -262,7 +143,7 @@ export class SessionManager {
     const subscribe = EVENT_TYPES.filter((type) => wanted.includes(type));
     await updateInstance(this.#options.db, instance.id, { subscribe, desiredState: 'connected' });
     const session = await this.session(instance);
-    await this.#whileConnecting(instance.id, session.connect());
+    await this.#availability.whileConnecting(instance.id, session.connect());
     const wasLoggedIn = instance.jid !== null;
     if (!input.immediate && wasLoggedIn) {
       const ok = await session.waitForLogin(LOGIN_VERIFY_MS);
@@ -294,7 +175,7 @@ export class SessionManager {
    * this process: not connected.
    */
   status(instance: Instance): SessionStatus {
-    return sessionStatus(instance, this.#sessions.get(instance.id)?.state());
+    return sessionStatus(instance, this.#availability.stateOf(instance, this.#table.get(instance.id)));
   }
 
   /**
@@ -302,7 +183,7 @@ export class SessionManager {
    * @throws DomainError conflict `already logged in` / `instance is not connected`.
    */
   pairingCode(instance: Instance): PairingCode {
-    return currentPairingCode(instance, this.#sessions.get(instance.id));
+    return currentPairingCode(instance, this.#table.get(instance.id));
   }
 
   /**
@@ -384,7 +265,7 @@ export class SessionManager {
       const session = await this.session(instance);
       // Asked again once the session is kept: a fence that fired while it was made may not have found it.
       if (allowed !== undefined && !allowed()) return undefined;
-      const connecting = this.#whileConnecting(instanceId, session.connect());
+      const connecting = this.#availability.whileConnecting(instanceId, session.connect());
       // Counted as connecting from here: a retry the lease keeper noted ({@link restoreFailed}) is under way.
       this.#restorer.retryStarted(instanceId);
       // Awaited below, outside the turn; handled here so a failure before that await is not reported unhandled.
@@ -399,8 +280,9 @@ export class SessionManager {
   /**
    * The lease keeper's restore of `instanceId` failed with `error` (several nodes): unless the platform refused it
    * (`keeperRetries`, restore.ts), the keeper restores it again at its next round, and the instance comes back by
-   * itself meanwhile ({@link comingBack}: `503` with `Retry-After`, as a boot restore's retry on one node); refused, it
-   * stays stopped until `connect` (`409`). Cleared by that restore, a user action or a release.
+   * itself meanwhile ({@link comingBack}: `503` with `Retry-After`, as a boot restore's retry on one node while the
+   * platform or the store does not answer); refused, it stays stopped until `connect` (`409`). Cleared by that
+   * restore, a user action or a release.
    * @returns whether the keeper is to retry it.
    */
   restoreFailed(instanceId: string, error: unknown): boolean {
@@ -442,13 +324,10 @@ export class SessionManager {
   async closeAll(): Promise<void> {
     // Recordings still waiting for the store make one last try and give up (logged with their event fields):
     // shutdown keeps its time budget (docs/deploy.md, What a database restart does).
-    this.#closing.abort();
+    this.#table.shutdown();
     this.backlog.stop();
     this.#restorer.stop();
-    const sessions = [...this.#sessions.values()];
-    this.#sessions.clear();
-    this.#released.clear();
-    await Promise.allSettled([...sessions.map((s) => s.close()), ...this.#releasing.values()]);
+    await this.#table.closeAll();
     await this.#options.recorder.drain();
   }
 
@@ -469,23 +348,7 @@ export class SessionManager {
    */
   release(instanceId: string, options: CloseOptions & { reason?: DomainError } = {}): Promise<void> {
     this.#restorer.cancel(instanceId);
-    const session = this.#sessions.get(instanceId);
-    if (!session) return this.#releasing.get(instanceId) ?? Promise.resolve();
-    this.#sessions.delete(instanceId);
-    const released = this.#released.get(session);
-    this.#released.delete(session);
-    if (options.fenced === true) released?.abort(options.reason);
-    // Called in an async function so that a close throwing at once is caught as well.
-    const closing = (async () => session.close(options.fenced === true ? { fenced: true } : {}))()
-      .catch((error: unknown) =>
-        this.#options.logger.warn({ err: error, instanceId }, 'closing a session failed'),
-      )
-      .finally(() => {
-        released?.abort(options.reason);
-        if (this.#releasing.get(instanceId) === closing) this.#releasing.delete(instanceId);
-      });
-    this.#releasing.set(instanceId, closing);
-    return closing;
+    return this.#table.release(instanceId, options);
   }
 
   /**
@@ -496,18 +359,18 @@ export class SessionManager {
    * ({@link session}, {@link restore}, {@link detached}) throws `reason`. Final. Never throws.
    */
   async fence(reason: DomainError): Promise<void> {
-    this.#fenced = reason;
+    this.#table.refuse(reason);
     this.#restorer.stop();
     await Promise.all(this.ids().map((id) => this.release(id, { fenced: true })));
   }
 
   /** Ids of the instances with a session in this process. */
   ids(): string[] {
-    return [...this.#sessions.keys()];
+    return this.#table.ids();
   }
 
   /** Number of sessions held in this process (metrics). */
   get size(): number {
-    return this.#sessions.size;
+    return this.#table.size;
   }
 }

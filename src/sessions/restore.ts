@@ -4,6 +4,7 @@ import { DomainError } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
 import { listInstancesToRestore } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
+import { isTransientStoreError } from './record-retry.ts';
 
 /**
  * An instance as a list of instances to restore read it, and the count of stops ({@link SessionManager.stops}) taken
@@ -15,12 +16,21 @@ export interface ListedInstance {
 }
 
 /**
- * Whether a boot restore that failed with `error` is tried again with backoff: when the platform could not be reached
- * (503 platform_unreachable, docs/decisions/0016-session-lifecycle.md); any other failure leaves the session stopped
- * until `connect`.
+ * Whether a boot restore that failed with `error` is tried again with backoff (one node,
+ * docs/decisions/0016-session-lifecycle.md): when the platform could not be reached (503 platform_unreachable) or the
+ * store did not answer ({@link isTransientStoreError}: `store_unavailable`, a serialization failure or deadlock;
+ * docs/decisions/0011-store-faults.md), so the restore is retried until its dependency answers. Any other failure (the
+ * platform's refusal, the one-socket lock held by another process) leaves the session stopped until `connect`.
  */
 export function restoreRetried(error: unknown): boolean {
-  return error instanceof DomainError && error.code === 'platform_unreachable';
+  return (
+    (error instanceof DomainError && error.code === 'platform_unreachable') || isTransientStoreError(error)
+  );
+}
+
+/** Why a boot restore that failed with `error` is retried ({@link restoreRetried}), for its log line. */
+function retriedBecause(error: unknown): string {
+  return isTransientStoreError(error) ? 'the store did not answer' : 'platform unreachable';
 }
 
 /**
@@ -39,8 +49,9 @@ export interface SessionRestorerOptions {
   db: Kysely<Database>;
   logger: FastifyBaseLogger;
   /**
-   * Backoff for an instance whose restore failed because the platform was unreachable (503): first delay and cap,
-   * ms (default 1,000 and 60,000), doubled per failure with ±20 % jitter.
+   * Backoff for a restore that failed because the platform or the store did not answer ({@link restoreRetried}), and
+   * for the list of instances to restore when the store did not answer it: first delay and cap, ms (default 1,000
+   * and 60,000), doubled per failure with ±20 % jitter, without a limit on the tries.
    */
   retry?: { baseMs: number; maxMs: number };
   /**
@@ -54,18 +65,23 @@ export interface SessionRestorerOptions {
   stops: () => number;
   /** True when this process holds a connected session of `instanceId`. */
   connected: (instanceId: string) => boolean;
+  /** True when this process holds a session of `instanceId`, connected or not. */
+  kept: (instanceId: string) => boolean;
 }
 
 /**
  * Restores sessions at boot (docs/decisions/0016-session-lifecycle.md: a restart needs no new scan): every instance
- * the user left connected and logged in is connected again, and one the platform could not be reached for is retried
- * in the background with backoff, until it connects, the user acts on the instance ({@link cancel}) or the process
- * stops ({@link stop}). Timers are unreferenced: a pending retry never keeps the process alive.
+ * the user left connected and logged in is connected again, and one the platform or the store did not answer for
+ * ({@link restoreRetried}) is retried in the background with backoff, until it connects, the user acts on the
+ * instance ({@link cancel}) or the process stops ({@link stop}); a list of instances the store did not answer is read
+ * again the same way. Timers are unreferenced: a pending retry never keeps the process alive.
  */
 export class SessionRestorer {
   readonly #options: SessionRestorerOptions;
   /** Pending retries by instance id. */
   readonly #retries = new Map<string, NodeJS.Timeout>();
+  /** The pending read again of the list of instances to restore (the store did not answer it), if any. */
+  #listRetry: NodeJS.Timeout | undefined;
   /**
    * Instances whose restore failed and that the lease keeper restores again at its next round (several nodes,
    * {@link retriedByCaller}): they come back by themselves too, without a timer here.
@@ -78,13 +94,33 @@ export class SessionRestorer {
 
   /**
    * Reconnects every instance to restore, `concurrency` at a time. Failures are logged per instance and do not stop
-   * the others; an instance whose platform was unreachable (503) is retried in the background.
-   * @returns how many instances were restored on the first try.
+   * the others; an instance whose platform or store did not answer ({@link restoreRetried}) is retried in the
+   * background. When the store does not answer the list itself, the list is read again in the background with the
+   * same backoff, until it answers (the process never gives up on its store, docs/decisions/0011-store-faults.md);
+   * meanwhile the instances have no session here and answer as coming back by themselves.
+   * @returns how many instances were restored on the first try (0 when the list could not be read).
+   * @throws the store's error when the list read failed with an error that trying again cannot fix.
    */
   async restoreAll(concurrency = 16): Promise<number> {
+    try {
+      return await this.#restoreListed(concurrency, false);
+    } catch (error) {
+      if (!isTransientStoreError(error)) throw error;
+      this.#listFailed(error, concurrency, 1);
+      return 0;
+    }
+  }
+
+  /**
+   * Reads the list of instances to restore and restores them, `concurrency` at a time; `again` (a read after the
+   * first failed) leaves out the instances this process holds a session of: made since by a user's action or a
+   * retry. @returns how many connected. @throws the store's error when the list cannot be read.
+   */
+  async #restoreListed(concurrency: number, again: boolean): Promise<number> {
     // Taken before the list is read: a restore trusts the listed row only if no stop was committed since.
     const stops = this.#options.stops();
-    const instances = await listInstancesToRestore(this.#options.db);
+    const listed = await listInstancesToRestore(this.#options.db);
+    const instances = again ? listed.filter((instance) => !this.#options.kept(instance.id)) : listed;
     let restored = 0;
     let next = 0;
     const worker = async () => {
@@ -98,6 +134,29 @@ export class SessionRestorer {
     return restored;
   }
 
+  /**
+   * The list of instances to restore could not be read (`error`, after `failures` tries): logs it and, for an error
+   * trying again can fix, reads it again after the backoff of {@link SessionRestorerOptions.retry}.
+   */
+  #listFailed(error: unknown, concurrency: number, failures: number): void {
+    const retry = isTransientStoreError(error);
+    this.#options.logger.warn(
+      { err: error, retry, failures },
+      retry
+        ? 'listing the sessions to restore failed: the store did not answer, will retry'
+        : 'listing the sessions to restore failed',
+    );
+    if (!retry) return;
+    clearTimeout(this.#listRetry);
+    this.#listRetry = setTimeout(() => {
+      this.#listRetry = undefined;
+      this.#restoreListed(concurrency, true).catch((again: unknown) =>
+        this.#listFailed(again, concurrency, failures + 1),
+      );
+    }, this.#delay(failures));
+    this.#listRetry.unref();
+  }
+
   /** Cancels the pending retry of `instanceId`, if any (the user acted on the instance, or it was released). */
   cancel(instanceId: string): void {
     clearTimeout(this.#retries.get(instanceId));
@@ -105,8 +164,10 @@ export class SessionRestorer {
     this.#retriedByCaller.delete(instanceId);
   }
 
-  /** Cancels every pending retry (shutdown). */
+  /** Cancels every pending retry, and the list's read again (shutdown). */
   stop(): void {
+    clearTimeout(this.#listRetry);
+    this.#listRetry = undefined;
     for (const timer of this.#retries.values()) clearTimeout(timer);
     this.#retries.clear();
     this.#retriedByCaller.clear();
@@ -143,34 +204,39 @@ export class SessionRestorer {
   }
 
   /**
-   * Connects a restored instance (unless the store says it is no longer wanted connected); on a 503 schedules the
-   * next try. @returns whether it connected.
+   * Connects a restored instance (unless the store says it is no longer wanted connected); when the platform or the
+   * store did not answer ({@link restoreRetried}) schedules the next try. @returns whether it connected.
    */
   async #restore(instanceId: string, failures: number, listed?: ListedInstance): Promise<boolean> {
     try {
       return await this.#options.connect(instanceId, listed);
     } catch (error) {
-      const unreachable = restoreRetried(error);
+      const retry = restoreRetried(error);
       this.#options.logger.warn(
-        { err: error, instanceId, retry: unreachable },
-        unreachable
-          ? 'restoring a session failed: platform unreachable, will retry'
+        { err: error, instanceId, retry },
+        retry
+          ? `restoring a session failed: ${retriedBecause(error)}, will retry`
           : 'restoring a session failed',
       );
-      if (unreachable) this.#schedule(instanceId, failures + 1);
+      if (retry) this.#schedule(instanceId, failures + 1);
       return false;
     }
   }
 
+  /** Restores `instanceId` again after the backoff of `failures` failures, unless it is connected by then. */
   #schedule(instanceId: string, failures: number): void {
-    const { baseMs, maxMs } = this.#options.retry ?? { baseMs: 1000, maxMs: 60_000 };
-    const delay = Math.min(maxMs, baseMs * 2 ** (failures - 1)) * (0.8 + Math.random() * 0.4);
     this.cancel(instanceId);
     const timer = setTimeout(() => {
       this.#retries.delete(instanceId);
       if (!this.#options.connected(instanceId)) void this.#restore(instanceId, failures);
-    }, delay);
+    }, this.#delay(failures));
     timer.unref();
     this.#retries.set(instanceId, timer);
+  }
+
+  /** The wait after `failures` (≥ 1) failures in a row, ms: {@link SessionRestorerOptions.retry}'s backoff. */
+  #delay(failures: number): number {
+    const { baseMs, maxMs } = this.#options.retry ?? { baseMs: 1000, maxMs: 60_000 };
+    return Math.min(maxMs, baseMs * 2 ** Math.min(failures - 1, 30)) * (0.8 + Math.random() * 0.4);
   }
 }

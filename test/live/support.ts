@@ -110,6 +110,8 @@ export async function liveApp(
     trustMediaCa?: boolean;
     /** Timing of the live engine (keep-alive interval, refusal bound). */
     tuning?: TestAppOptions['liveEngineTuning'];
+    /** Backoff of boot-restore retries, ms (default the service's: 1,000 doubling to 60,000). */
+    restoreRetry?: TestAppOptions['restoreRetry'];
   } = {},
 ): Promise<LiveApp> {
   const t = await createWebhookApp({
@@ -117,6 +119,7 @@ export async function liveApp(
     ...(options.testStore ? { testStore: options.testStore } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.tuning ? { liveEngineTuning: options.tuning } : {}),
+    ...(options.restoreRetry ? { restoreRetry: options.restoreRetry } : {}),
     // Status is polled while the engine works: a plan whose limits polling never reaches.
     plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 1_000_000_000 },
     env: {
