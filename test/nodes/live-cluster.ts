@@ -45,18 +45,21 @@ export interface LiveCluster extends Cluster {
 /**
  * Three nodes pointed at a fresh platform simulator, with {@link LIVE_INSTANCES} live instances (an org on an
  * unlimited plan, a live key), each set up through a different node and linked by a QR scan to its own simulator
- * account; {@link LIVE_PEER} is a simulated user too. Resolves once every instance is connected and logged in.
+ * account; {@link LIVE_PEER} is a simulated user too. Resolves once every instance is connected and logged in. `env`
+ * adds to or overrides the nodes' {@link clusterEnv} (a test of a graceful stop uses the production lease timing,
+ * support.ts `GRACEFUL_LEASES`).
  */
-export async function startLiveCluster(): Promise<LiveCluster> {
+export async function startLiveCluster(env: Record<string, string> = {}): Promise<LiveCluster> {
   const sim = await startTestSimulator();
   const testStore = await createTestStore('postgres');
   const receiver = await startReceiver();
-  const env = clusterEnv(testStore, {
+  const nodeEnv = clusterEnv(testStore, {
     PLATFORM_URL: sim.url,
     PLATFORM_ROOT_KEY: sim.rootKey.toString('hex'),
     PLATFORM_CA_FILE: simCaFile(sim),
+    ...env,
   });
-  const nodes = await startNodes(env, async () => {
+  const nodes = await startNodes(nodeEnv, async () => {
     await receiver.close();
     await testStore.cleanup();
     await sim.close();
