@@ -5,7 +5,8 @@ import type { Simulator } from '../../sim/simulator.ts';
 import { control, simCaFile, startTestSimulator } from '../live/support.ts';
 import { startReceiver, webhookIdsByMessage } from '../support/https-receiver.ts';
 import { createTestStore } from '../support/store.ts';
-import { type Child, configure, seed, until } from '../webhooks/child.ts';
+import { type Child, seed, until } from '../webhooks/child.ts';
+import { HMAC_KEY } from '../webhooks/support.ts';
 import {
   assertDelivered,
   type Cluster,
@@ -92,17 +93,55 @@ export async function startLiveCluster(env: Record<string, string> = {}): Promis
 }
 
 /**
+ * Calls `node`'s API until it answers something other than a 503 (the documented answer to ask again: a node whose
+ * lease round ran past its fencing timer, or whose session of the instance was closed as the instance moved on a
+ * loaded machine, docs/decisions/0008-leases-and-fencing.md), at most {@link LINK_WAIT_MS}; asserts that answer is a
+ * 200 and resolves with it.
+ */
+async function untilAnswered(
+  node: Child,
+  key: string,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: any }> {
+  let answer: { status: number; body: any } | undefined;
+  await until(
+    async () => {
+      answer = await node.call(method, path, key, body);
+      return answer.status !== 503;
+    },
+    LINK_WAIT_MS,
+    `${method} ${path} answered other than 503`,
+  );
+  assert.ok(answer);
+  assert.equal(answer.status, 200, `${path}: ${JSON.stringify(answer.body)}`);
+  return answer;
+}
+
+/**
  * Connects `instanceId` through `node`, sets its HMAC key and webhook URL, scans its QR as account `phone` and
  * waits until `node` reports it connected and logged in: {@link LINK_WAIT_MS} at most, a bound on the test's setup,
- * not a figure the tests check (they time the failover).
+ * not a figure the tests check (they time the failover). A 503 is asked again at each step ({@link untilAnswered}).
  */
 async function linkLive(cluster: LiveCluster, node: Child, instanceId: string, phone: string): Promise<void> {
-  await configure(node, cluster.key, instanceId, cluster.receiver.url);
   const from = `?from=${instanceId}`;
-  const qr = await node.call('GET', `/v1/session/qr${from}`, cluster.key);
-  assert.equal(qr.status, 200, JSON.stringify(qr.body));
-  const scan = await control(cluster.sim, 'POST', '/scan', { code: qr.body.data.code, phone });
-  assert.equal(scan.status, 200, JSON.stringify(scan.body));
+  await untilAnswered(node, cluster.key, 'POST', `/v1/session/connect${from}`, {});
+  await untilAnswered(node, cluster.key, 'POST', `/v1/session/hmac/config${from}`, { hmacKey: HMAC_KEY });
+  await untilAnswered(node, cluster.key, 'POST', `/v1/webhook${from}`, { webhookUrl: cluster.receiver.url });
+  // A QR code read, then gone before its scan (it rotated, or its socket closed as the instance moved: a loaded
+  // machine stretches the time between), is read again: the simulator answers 404 for it.
+  let scan: { status: number; body: any } | undefined;
+  await until(
+    async () => {
+      const qr = await untilAnswered(node, cluster.key, 'GET', `/v1/session/qr${from}`);
+      scan = await control(cluster.sim, 'POST', '/scan', { code: qr.body.data.code, phone });
+      return scan.status !== 404;
+    },
+    LINK_WAIT_MS,
+    `${phone}: a QR code scanned`,
+  );
+  assert.equal(scan?.status, 200, JSON.stringify(scan?.body));
   await until(
     async () => {
       // A node whose lease round ran past its fencing timer (a loaded machine) answers 503 until it renews again
