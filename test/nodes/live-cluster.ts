@@ -126,15 +126,22 @@ async function untilAnswered(
  */
 async function linkLive(cluster: LiveCluster, node: Child, instanceId: string, phone: string): Promise<void> {
   const from = `?from=${instanceId}`;
-  await untilAnswered(node, cluster.key, 'POST', `/v1/session/connect${from}`, {});
+  const connect = () => untilAnswered(node, cluster.key, 'POST', `/v1/session/connect${from}`, {});
+  await connect();
   await untilAnswered(node, cluster.key, 'POST', `/v1/session/hmac/config${from}`, { hmacKey: HMAC_KEY });
   await untilAnswered(node, cluster.key, 'POST', `/v1/webhook${from}`, { webhookUrl: cluster.receiver.url });
-  // A QR code read, then gone before its scan (it rotated, or its socket closed as the instance moved: a loaded
-  // machine stretches the time between), is read again: the simulator answers 404 for it.
+  // The pairing is started again from its connect when it was lost on the way: its session closed as the instance moved
+  // (the QR code answers 409 not connected, or 503), or the QR code read was gone by its scan (it rotated, or its
+  // socket closed: 404 at the simulator). A loaded machine moves instances and stretches the time between the steps.
   let scan: { status: number; body: any } | undefined;
   await until(
     async () => {
-      const qr = await untilAnswered(node, cluster.key, 'GET', `/v1/session/qr${from}`);
+      const qr = await node.call('GET', `/v1/session/qr${from}`, cluster.key);
+      if (qr.status === 409 || qr.status === 503) {
+        await connect();
+        return false;
+      }
+      assert.equal(qr.status, 200, JSON.stringify(qr.body));
       scan = await control(cluster.sim, 'POST', '/scan', { code: qr.body.data.code, phone });
       return scan.status !== 404;
     },
