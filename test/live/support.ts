@@ -147,7 +147,7 @@ export async function liveApp(
 
 /**
  * Connects the live instance (subscribed to the webhook event types `subscribe`, when given), scans its QR as account
- * `phone` and waits for connected + logged in.
+ * `phone` and waits for connected + logged in ({@link waitForStatus}: as long as the link takes, with a safety net).
  */
 export async function pairLive(
   sim: Simulator,
@@ -168,17 +168,65 @@ export async function pairLive(
   await waitForStatus(app, true, true);
 }
 
-/** Waits until the status shows `connected` and `loggedIn`. */
-export async function waitForStatus(app: LiveApp, connected: boolean, loggedIn: boolean) {
-  let last: unknown;
+/**
+ * The safety net of a wait for a session's status ({@link waitForStatus}), ms: not a speed check. The wait ends as
+ * soon as the status shows what it waits for; this bound only turns a session that never gets there into a failure
+ * naming its last status. A pairing or a login has no bound of its own worth checking here (no backoff is involved in
+ * a pairing: the restart after the link reconnects at once), only key generation, handshakes and store writes that a
+ * loaded 2-core machine makes slow (links of the live cluster took past 30 s in a full run, test/nodes/live-cluster.ts;
+ * a fixed 20 s failed under load). So it sits well above that, and under the runner's bound on each test
+ * (scripts/test.js, 10 minutes), whose cancellation would not name the status.
+ */
+export const STATUS_WAIT_MS = 120_000;
+
+/**
+ * How often {@link waitForStatus} reads the status when no committed status change told it to, ms: a change no event
+ * is committed for (a login whose recording failed) is still seen, without the 25 ms polling of {@link until}
+ * competing for the CPU with the session it waits for.
+ */
+const STATUS_POLL_MS = 250;
+
+/**
+ * Waits until the status shows `connected` and `loggedIn`, and resolves with it: read again at each status change the
+ * app commits (its live feed, src/events/live-feed.ts) and every {@link STATUS_POLL_MS} ms besides. Fails after
+ * {@link STATUS_WAIT_MS} naming the last status read.
+ */
+export async function waitForStatus(
+  app: LiveApp,
+  connected: boolean,
+  loggedIn: boolean,
+): Promise<Awaited<ReturnType<LiveApp['status']>>> {
+  let changed = false;
+  let wake: () => void = () => undefined;
+  const unsubscribe = app.t.services.feed.subscribe(app.instanceId, (change) => {
+    if (change !== 'status') return;
+    changed = true;
+    wake();
+  });
+  const deadline = Date.now() + STATUS_WAIT_MS;
   try {
-    return await until(`status ${connected},${loggedIn}`, async () => {
+    for (;;) {
+      changed = false;
       const s = await app.status();
-      last = s;
-      return s.connected === connected && s.loggedIn === loggedIn ? s : undefined;
-    });
-  } catch (error) {
-    throw new Error(`${(error as Error).message}; last status ${JSON.stringify(last)}`);
+      if (s.connected === connected && s.loggedIn === loggedIn) return s;
+      if (Date.now() > deadline)
+        assert.fail(
+          `timed out after ${STATUS_WAIT_MS} ms waiting for status ${connected},${loggedIn}; ` +
+            `last status ${JSON.stringify(s)}`,
+        );
+      // A change committed while the status was read is read at once.
+      if (changed) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, STATUS_POLL_MS);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      wake = () => undefined;
+    }
+  } finally {
+    unsubscribe();
   }
 }
 

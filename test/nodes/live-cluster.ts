@@ -5,7 +5,8 @@ import type { Simulator } from '../../sim/simulator.ts';
 import { control, simCaFile, startTestSimulator } from '../live/support.ts';
 import { startReceiver, webhookIdsByMessage } from '../support/https-receiver.ts';
 import { createTestStore } from '../support/store.ts';
-import { type Child, configure, seed, until } from '../webhooks/child.ts';
+import { type Child, seed, until } from '../webhooks/child.ts';
+import { HMAC_KEY } from '../webhooks/support.ts';
 import {
   assertDelivered,
   type Cluster,
@@ -45,18 +46,21 @@ export interface LiveCluster extends Cluster {
 /**
  * Three nodes pointed at a fresh platform simulator, with {@link LIVE_INSTANCES} live instances (an org on an
  * unlimited plan, a live key), each set up through a different node and linked by a QR scan to its own simulator
- * account; {@link LIVE_PEER} is a simulated user too. Resolves once every instance is connected and logged in.
+ * account; {@link LIVE_PEER} is a simulated user too. Resolves once every instance is connected and logged in. `env`
+ * adds to or overrides the nodes' {@link clusterEnv} (a test of a graceful stop uses the production lease timing,
+ * support.ts `GRACEFUL_LEASES`).
  */
-export async function startLiveCluster(): Promise<LiveCluster> {
+export async function startLiveCluster(env: Record<string, string> = {}): Promise<LiveCluster> {
   const sim = await startTestSimulator();
   const testStore = await createTestStore('postgres');
   const receiver = await startReceiver();
-  const env = clusterEnv(testStore, {
+  const nodeEnv = clusterEnv(testStore, {
     PLATFORM_URL: sim.url,
     PLATFORM_ROOT_KEY: sim.rootKey.toString('hex'),
     PLATFORM_CA_FILE: simCaFile(sim),
+    ...env,
   });
-  const nodes = await startNodes(env, async () => {
+  const nodes = await startNodes(nodeEnv, async () => {
     await receiver.close();
     await testStore.cleanup();
     await sim.close();
@@ -89,17 +93,62 @@ export async function startLiveCluster(): Promise<LiveCluster> {
 }
 
 /**
+ * Calls `node`'s API until it answers something other than a 503 (the documented answer to ask again: a node whose
+ * lease round ran past its fencing timer, or whose session of the instance was closed as the instance moved on a
+ * loaded machine, docs/decisions/0008-leases-and-fencing.md), at most {@link LINK_WAIT_MS}; asserts that answer is a
+ * 200 and resolves with it.
+ */
+async function untilAnswered(
+  node: Child,
+  key: string,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: any }> {
+  let answer: { status: number; body: any } | undefined;
+  await until(
+    async () => {
+      answer = await node.call(method, path, key, body);
+      return answer.status !== 503;
+    },
+    LINK_WAIT_MS,
+    `${method} ${path} answered other than 503`,
+  );
+  assert.ok(answer);
+  assert.equal(answer.status, 200, `${path}: ${JSON.stringify(answer.body)}`);
+  return answer;
+}
+
+/**
  * Connects `instanceId` through `node`, sets its HMAC key and webhook URL, scans its QR as account `phone` and
  * waits until `node` reports it connected and logged in: {@link LINK_WAIT_MS} at most, a bound on the test's setup,
- * not a figure the tests check (they time the failover).
+ * not a figure the tests check (they time the failover). A 503 is asked again at each step ({@link untilAnswered}).
  */
 async function linkLive(cluster: LiveCluster, node: Child, instanceId: string, phone: string): Promise<void> {
-  await configure(node, cluster.key, instanceId, cluster.receiver.url);
   const from = `?from=${instanceId}`;
-  const qr = await node.call('GET', `/v1/session/qr${from}`, cluster.key);
-  assert.equal(qr.status, 200, JSON.stringify(qr.body));
-  const scan = await control(cluster.sim, 'POST', '/scan', { code: qr.body.data.code, phone });
-  assert.equal(scan.status, 200, JSON.stringify(scan.body));
+  const connect = () => untilAnswered(node, cluster.key, 'POST', `/v1/session/connect${from}`, {});
+  await connect();
+  await untilAnswered(node, cluster.key, 'POST', `/v1/session/hmac/config${from}`, { hmacKey: HMAC_KEY });
+  await untilAnswered(node, cluster.key, 'POST', `/v1/webhook${from}`, { webhookUrl: cluster.receiver.url });
+  // The pairing is started again from its connect when it was lost on the way: its session closed as the instance moved
+  // (the QR code answers 409 not connected, or 503), or the QR code read was gone by its scan (it rotated, or its
+  // socket closed: 404 at the simulator). A loaded machine moves instances and stretches the time between the steps.
+  let scan: { status: number; body: any } | undefined;
+  await until(
+    async () => {
+      const qr = await node.call('GET', `/v1/session/qr${from}`, cluster.key);
+      if (qr.status === 409 || qr.status === 503) {
+        await connect();
+        return false;
+      }
+      assert.equal(qr.status, 200, JSON.stringify(qr.body));
+      scan = await control(cluster.sim, 'POST', '/scan', { code: qr.body.data.code, phone });
+      return scan.status !== 404;
+    },
+    LINK_WAIT_MS,
+    `${phone}: a QR code scanned`,
+  );
+  assert.equal(scan?.status, 200, JSON.stringify(scan?.body));
   await until(
     async () => {
       // A node whose lease round ran past its fencing timer (a loaded machine) answers 503 until it renews again

@@ -36,7 +36,12 @@ for (const dialect of testDialects()) {
     let refuse: DomainError | undefined;
     /** Holds the relay of this job id until released. */
     let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
-
+    /**
+     * The queue drain's last statement seen: a claim sent, or its look for the instance's first pending job answered
+     * (src/sends/drain.ts: a pass that claims nothing looks, then ends; the queue is idle after a look unless something
+     * woke it meanwhile, and then the next pass starts at once with its claim). `looks` counts the looks answered.
+     */
+    const drain = { last: 'claim' as 'claim' | 'look', looks: 0 };
     const syncJob = (id: string): NewSendJob => textJob(t.instance.id, id, 'sync', t.clock());
     const row = (id: string) =>
       t.services.store.db
@@ -82,6 +87,8 @@ for (const dialect of testDialects()) {
       t = await createTestApp({ dialect });
       t.clock.set(T0);
       const faults = (sql: string) => {
+        if (/^update "send_jobs" set "status" = (\?|\$\d+), "attempts" = attempts \+ 1/.test(sql))
+          drain.last = 'claim';
         if (
           /^update "send_jobs" set "status" = case when exists \(select 1 from messages m[^)]*\) then 'sent'\s/.test(
             sql,
@@ -99,6 +106,10 @@ for (const dialect of testDialects()) {
         }
       };
       const lostAnswers = (sql: string) => {
+        if (/^select "run_at", "not_before" from "send_jobs"/.test(sql)) {
+          drain.looks += 1;
+          drain.last = 'look';
+        }
         if (loseFinish && /^update "send_jobs" set "locked_by" = (\?|\$\d+), "locked_at"/.test(sql)) {
           loseFinish = false;
           throw storeGone();
@@ -106,15 +117,25 @@ for (const dialect of testDialects()) {
       };
       store = await storeWithFaults(t, { faults, lostAnswers });
       queue = testQueue(t.clock, store.db, t.instance.id, session);
-      // The fast path opens once the queue drained with nothing due.
+      // The fast path opens once the queue drained with nothing due. A probe sent before that waits its turn: the
+      // drain relays it, and the queue is idle only once a pass after that ends with a look that finds nothing due,
+      // no wake having come meanwhile (a pass that found the probe pending before its claim sets one). The next probe
+      // waits for that instead of racing the passes the last one started.
       queue.wake(t.instance.id);
-      let probes = 0;
-      await eventually('a synchronous send relayed at once', async () => {
-        probes += 1;
+      for (let probes = 1; ; probes += 1) {
         const probe = await relayAtOnce(`3EB0PROBE${String(probes).padStart(13, '0')}`);
-        await probe.outcome;
-        return probe.stored === 'sending';
-      });
+        // The looks made before the answer (the pass that relayed a queued probe looks after it), read as it settles.
+        let looksBefore = 0;
+        await probe.outcome.finally(() => {
+          looksBefore = drain.looks;
+        });
+        if (probe.stored === 'sending') break;
+        assert.ok(probes < 10, `probe ${probes} relayed at once: the queue drained`);
+        await eventually(
+          'the drain idle after relaying a probe',
+          () => drain.looks > looksBefore && drain.last === 'look',
+        );
+      }
       relayed.length = 0;
     });
     after(async () => {
