@@ -17,17 +17,19 @@ import { suspendAnswerWatch } from './pg-answers.ts';
 import type { Database } from './schema.ts';
 
 /**
- * The migrator's handle on a SQLite store's connection (`statements`, the store's own; this handle never closes it),
- * with the store's test-only fault hooks: its migrations run in one transaction ({@link transactionalSqlite}).
+ * A Kysely handle on a SQLite store's connection (`statements`, the store's own; this handle never closes it), its
+ * dialect shaped by `shape` (how its transactions begin and end), with the store's test-only fault hooks. The
+ * migrator's handle ({@link sqliteMigrationDb}) and a CLI command's (write-lock.ts `sqliteWriteDb`) are two shapes.
  */
-export function sqliteMigrationDb(
+export function sqliteHandleOn(
   statements: SqliteDatabase,
+  shape: (dialect: Dialect) => Dialect,
   faults?: StoreFaultHook,
   lostAnswers?: StoreFaultHook,
 ): Kysely<Database> {
   return new Kysely<Database>({
     dialect: faultAwareDialect(
-      transactionalSqlite(
+      shape(
         new SqliteDialect({
           database: { prepare: (text) => statements.prepare(text), close: () => undefined },
         }),
@@ -36,6 +38,18 @@ export function sqliteMigrationDb(
       lostAnswers,
     ),
   });
+}
+
+/**
+ * The migrator's handle on a SQLite store's connection (`statements`, the store's own; this handle never closes it),
+ * with the store's test-only fault hooks: its migrations run in one transaction ({@link transactionalSqlite}).
+ */
+export function sqliteMigrationDb(
+  statements: SqliteDatabase,
+  faults?: StoreFaultHook,
+  lostAnswers?: StoreFaultHook,
+): Kysely<Database> {
+  return sqliteHandleOn(statements, transactionalSqlite, faults, lostAnswers);
 }
 
 /**

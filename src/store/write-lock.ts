@@ -3,14 +3,13 @@ import {
   type DatabaseConnection,
   type Dialect,
   type Driver,
-  Kysely,
+  type Kysely,
   type SqliteDatabase,
-  SqliteDialect,
   sql,
 } from 'kysely';
 import type { Store } from './database.ts';
-import { faultAwareDialect, type StoreFaultHook } from './fault-aware-dialect.ts';
-import { isSqliteBusy } from './migrate.ts';
+import type { StoreFaultHook } from './fault-aware-dialect.ts';
+import { isSqliteBusy, sqliteHandleOn } from './migrate.ts';
 import type { Database } from './schema.ts';
 
 /*
@@ -74,17 +73,7 @@ export function sqliteWriteDb(
   faults?: StoreFaultHook,
   lostAnswers?: StoreFaultHook,
 ): Kysely<Database> {
-  return new Kysely<Database>({
-    dialect: faultAwareDialect(
-      savepointSqlite(
-        new SqliteDialect({
-          database: { prepare: (text) => statements.prepare(text), close: () => undefined },
-        }),
-      ),
-      faults,
-      lostAnswers,
-    ),
-  });
+  return sqliteHandleOn(statements, savepointSqlite, faults, lostAnswers);
 }
 
 /** SQLite stores' write handles ({@link sqliteWriteDb}), by store. */
