@@ -25,27 +25,41 @@ const T0 = Date.parse('2026-05-04T09:00:00.000Z');
 const OWN = '5511999990001';
 const ME = `${OWN}@s.whatsapp.net`;
 
+/**
+ * Registers the suite's app on `dialect` (a sandbox instance logged in as {@link OWN} at {@link T0}, limits out of
+ * the way): `app()` gives it inside a test, `jobRow(id)` reads a send job's chat, status and new-chat mark.
+ */
+function loggedInApp(dialect: Parameters<typeof createTestStore>[0]) {
+  let app: TestApp | undefined;
+  before(async () => {
+    app = await createTestApp({
+      dialect,
+      plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 10_000_000 },
+    });
+    app.clock.set(T0);
+    await loginSandbox(app, OWN);
+  });
+  after(() => app?.close());
+  const current = (): TestApp => {
+    if (!app) throw new Error('the suite has no app yet');
+    return app;
+  };
+  const jobRow = (id: string) =>
+    current()
+      .services.store.db.selectFrom('send_jobs')
+      .select(['chat', 'status', 'new_chat'])
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+  return { app: current, jobRow };
+}
+
 for (const dialect of testDialects()) {
   describe(`the new-chats pace counts a user once, by number or by LID [${dialect}]`, () => {
-    let t: TestApp;
-    before(async () => {
-      t = await createTestApp({
-        dialect,
-        plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 10_000_000 },
-      });
-      t.clock.set(T0);
-      await loginSandbox(t, OWN);
-    });
-    after(() => t.close());
-
-    const jobRow = (id: string) =>
-      t.services.store.db
-        .selectFrom('send_jobs')
-        .select(['chat', 'status', 'new_chat'])
-        .where('id', '=', id)
-        .executeTakeFirstOrThrow();
+    const suite = loggedInApp(dialect);
 
     it('a send by LID to a user written to by number is not a new chat (sandbox)', async () => {
+      const t = suite.app();
+      const { jobRow } = suite;
       const cap = await t.call('PUT', '/v1/session/pacing', { newChatsPerDay: 1 });
       assert.equal(cap.status, 200, JSON.stringify(cap.body));
       const user = '5511988887777';
@@ -79,25 +93,11 @@ for (const dialect of testDialects()) {
   });
 
   describe(`queued by number while the pair is unknown, then by LID: one chat opened [${dialect}]`, () => {
-    let t: TestApp;
-    before(async () => {
-      t = await createTestApp({
-        dialect,
-        plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 10_000_000 },
-      });
-      t.clock.set(T0);
-      await loginSandbox(t, OWN);
-    });
-    after(() => t.close());
-
-    const jobRow = (id: string) =>
-      t.services.store.db
-        .selectFrom('send_jobs')
-        .select(['chat', 'status', 'new_chat'])
-        .where('id', '=', id)
-        .executeTakeFirstOrThrow();
+    const suite = loggedInApp(dialect);
 
     it('the LID send, judged once the number send taught the pair, is in the phone JID chat', async () => {
+      const t = suite.app();
+      const { jobRow } = suite;
       const cap = await t.call('PUT', '/v1/session/pacing', { newChatsPerDay: 1 });
       assert.equal(cap.status, 200, JSON.stringify(cap.body));
       const user = '5511988885555';
