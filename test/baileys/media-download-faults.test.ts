@@ -12,9 +12,8 @@ import { createMediaTls } from '../../sim/media/tls.ts';
 import { DomainError } from '../../src/domain/errors.ts';
 import { downloadPlatformMedia, trustSimulatorMediaHost } from '../../src/engines/baileys/media-download.ts';
 import { mediaUploadAgent } from '../../src/engines/baileys/platform.ts';
-import type { EngineSessionContext } from '../../src/engines/engine.ts';
 import { createTestApp } from '../support/app.ts';
-import { FakeEngine } from '../support/fake-engine.ts';
+import { downloadingEngine } from './downloading-engine.ts';
 
 async function collect(source: AsyncIterable<Buffer>): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -99,16 +98,7 @@ describe('live media download through GET /v1/messages/{id}/media: a body broken
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;
-    class DownloadingEngine extends FakeEngine {
-      override createSession(context: EngineSessionContext) {
-        const session = super.createSession(context);
-        return Object.assign(session, {
-          downloadMedia: (message: { id: string; content: { download?: string } }, maxBytes: number) =>
-            downloadPlatformMedia(message.content.download ?? '', message.id, maxBytes, agent),
-        });
-      }
-    }
-    const t = await createTestApp({ liveEngine: new DownloadingEngine() });
+    const t = await createTestApp({ liveEngine: downloadingEngine(agent) });
     try {
       const live = await t.newInstance('live', 'live');
       const key = await t.newKey({ env: 'live' });

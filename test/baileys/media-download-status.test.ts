@@ -12,9 +12,8 @@ import { createMediaTls } from '../../sim/media/tls.ts';
 import { DomainError } from '../../src/domain/errors.ts';
 import { downloadPlatformMedia, trustSimulatorMediaHost } from '../../src/engines/baileys/media-download.ts';
 import { mediaUploadAgent } from '../../src/engines/baileys/platform.ts';
-import type { EngineSessionContext } from '../../src/engines/engine.ts';
 import { createTestApp } from '../support/app.ts';
-import { FakeEngine } from '../support/fake-engine.ts';
+import { downloadingEngine } from './downloading-engine.ts';
 
 describe('live media download: a media host answering an error status', () => {
   let server: Server;
@@ -87,16 +86,7 @@ describe('live media download: a media host answering an error status', () => {
   }
 
   it('GET /v1/messages/{id}/media answers 503 for a host answering 500 or 503, 502 for 400, 410 for 404', async () => {
-    class DownloadingEngine extends FakeEngine {
-      override createSession(context: EngineSessionContext) {
-        const session = super.createSession(context);
-        return Object.assign(session, {
-          downloadMedia: (message: { id: string; content: { download?: string } }, maxBytes: number) =>
-            downloadPlatformMedia(message.content.download ?? '', message.id, maxBytes, agent),
-        });
-      }
-    }
-    const t = await createTestApp({ liveEngine: new DownloadingEngine() });
+    const t = await createTestApp({ liveEngine: downloadingEngine(agent) });
     try {
       const live = await t.newInstance('live', 'live');
       const key = await t.newKey({ env: 'live' });
