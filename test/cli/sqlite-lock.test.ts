@@ -4,27 +4,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { main } from '../../src/cli/main.ts';
 import { storeFailure } from '../../src/store/database.ts';
 import { Output, ROOT } from '../support/parley-process.ts';
-import { holdWriteLock } from './support.ts';
+import { cliInProcess, holdWriteLock } from './support.ts';
 
 /**
  * SQLite: another process holding the file's write lock (an operator's sqlite3 session, another version migrating)
  * for longer than busy_timeout neither fails a command that has nothing to migrate (no write lock is taken) nor a
  * migration (it waits, saying so) (docs/deploy.md "Upgrading", docs/decisions/0011-store-faults.md).
  */
-
-async function cliInProcess(env: Record<string, string>, ...args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(['node', 'parley', ...args], {
-    out: (text) => out.push(text),
-    err: (text) => err.push(text),
-    env,
-  });
-  return { code, out, err };
-}
 
 function exitOf(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => child.once('exit', (code) => resolve(code)));

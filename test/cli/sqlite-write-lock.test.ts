@@ -6,12 +6,11 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
-import { main } from '../../src/cli/main.ts';
 import { openStore } from '../../src/store/database.ts';
 import { migrateToLatest } from '../../src/store/migrate.ts';
 import { withWriteLock } from '../../src/store/write-lock.ts';
 import { Output, ROOT } from '../support/parley-process.ts';
-import { holdWriteLock } from './support.ts';
+import { cliInProcess, holdWriteLock } from './support.ts';
 
 /**
  * SQLite: a CLI command that writes while another process holds the file's write lock (a busy server, an operator's
@@ -19,17 +18,6 @@ import { holdWriteLock } from './support.ts';
  * `--lock-wait` (docs/cli.md "Beside a running server", docs/decisions/0109-cli-writes-wait-for-the-write-lock.md).
  * Its writes are one transaction: all kept or none.
  */
-
-async function cliInProcess(env: Record<string, string>, ...args: string[]) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(['node', 'parley', ...args], {
-    out: (text) => out.push(text),
-    err: (text) => err.push(text),
-    env,
-  });
-  return { code, out, err };
-}
 
 /** A fresh SQLite store in a folder of its own holding organization `acme`; removed after the suite. */
 const folders: string[] = [];

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { main } from '../../src/cli/main.ts';
 import { Output, ROOT as PROJECT } from '../support/parley-process.ts';
 import type { TestStore } from '../support/store.ts';
 
@@ -52,6 +53,24 @@ export function cliLines(env: Record<string, string>, ...args: string[]): Promis
     child.once('error', reject);
     child.once('close', (code) => resolve({ code, stdout, stderr, json: undefined }));
   });
+}
+
+/**
+ * Runs `parley …args` in this process (src/cli/main.ts `main`) with exactly `env`: its exit code and the lines it
+ * wrote to stdout (`out`) and stderr (`err`). For suites that hold a lock or a store of this process around the run.
+ */
+export async function cliInProcess(
+  env: Record<string, string>,
+  ...args: string[]
+): Promise<{ code: number; out: string[]; err: string[] }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(['node', 'parley', ...args], {
+    out: (text) => out.push(text),
+    err: (text) => err.push(text),
+    env,
+  });
+  return { code, out, err };
 }
 
 /** The environment that points the CLI at `testStore`, as a server's environment would. */
