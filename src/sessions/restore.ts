@@ -80,6 +80,11 @@ export class SessionRestorer {
   readonly #options: SessionRestorerOptions;
   /** Pending retries by instance id. */
   readonly #retries = new Map<string, NodeJS.Timeout>();
+  /**
+   * Instances whose retry's timer fired and whose restore is under way, until it settles: between the timer and the
+   * session's connect (the instance's turn, its row read) the instance still comes back by itself ({@link waiting}).
+   */
+  readonly #retrying = new Map<string, symbol>();
   /** The pending read again of the list of instances to restore (the store did not answer it), if any. */
   #listRetry: NodeJS.Timeout | undefined;
   /**
@@ -161,6 +166,7 @@ export class SessionRestorer {
   cancel(instanceId: string): void {
     clearTimeout(this.#retries.get(instanceId));
     this.#retries.delete(instanceId);
+    this.#retrying.delete(instanceId);
     this.#retriedByCaller.delete(instanceId);
   }
 
@@ -170,6 +176,7 @@ export class SessionRestorer {
     this.#listRetry = undefined;
     for (const timer of this.#retries.values()) clearTimeout(timer);
     this.#retries.clear();
+    this.#retrying.clear();
     this.#retriedByCaller.clear();
   }
 
@@ -193,12 +200,17 @@ export class SessionRestorer {
     this.#retriedByCaller.delete(instanceId);
   }
 
-  /** True while a retry of `instanceId`'s restore is pending: its session comes back by itself. */
+  /**
+   * True while a retry of `instanceId`'s restore is pending or under way (its timer fired, its restore not settled):
+   * its session comes back by itself.
+   */
   waiting(instanceId: string): boolean {
-    return this.#retries.has(instanceId) || this.#retriedByCaller.has(instanceId);
+    return (
+      this.#retries.has(instanceId) || this.#retrying.has(instanceId) || this.#retriedByCaller.has(instanceId)
+    );
   }
 
-  /** Number of instances waiting for a retry (tests, metrics). */
+  /** Number of instances waiting for a retry's timer or the lease keeper's next round (tests, metrics). */
   get pending(): number {
     return new Set([...this.#retries.keys(), ...this.#retriedByCaller]).size;
   }
@@ -228,7 +240,12 @@ export class SessionRestorer {
     this.cancel(instanceId);
     const timer = setTimeout(() => {
       this.#retries.delete(instanceId);
-      if (!this.#options.connected(instanceId)) void this.#restore(instanceId, failures);
+      if (this.#options.connected(instanceId)) return;
+      const mark = Symbol(instanceId);
+      this.#retrying.set(instanceId, mark);
+      void this.#restore(instanceId, failures).finally(() => {
+        if (this.#retrying.get(instanceId) === mark) this.#retrying.delete(instanceId);
+      });
     }, this.#delay(failures));
     timer.unref();
     this.#retries.set(instanceId, timer);
