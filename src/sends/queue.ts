@@ -19,7 +19,7 @@ import type { PaceKeeper } from './pause.ts';
 import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { queueParts } from './queue-parts.ts';
 import type { JobRelay } from './relay.ts';
-import { type Runners, unreleased } from './runners.ts';
+import { knownNothingDue, type Runners, unreleased } from './runners.ts';
 import { SentMarks } from './sent-marks.ts';
 import type { DueSweep } from './sweep.ts';
 import type { SyncDeadlines } from './sync-deadline.ts';
@@ -242,10 +242,17 @@ export class SendQueue implements EventProjection {
   /**
    * How many of the instance's sends are due and not relayed yet (src/store/send-job-claims.ts `countDueSendJobs`,
    * at the queue's clock): what the session status shows while they wait (docs/decisions/0016-session-lifecycle.md).
+   * 0 without a statement while this process's queue knows none is due (runners.ts `knownNothingDue`: it holds the
+   * connected session and its last drain left nothing due; docs/decisions/0111-status-reads-the-queue-it-holds.md).
    * @throws the store's error.
    */
   pendingSends(instanceId: string): Promise<number> {
-    return countDueSendJobs(this.#deps.db, instanceId, this.#deps.clock());
+    const now = this.#deps.clock();
+    const runner = this.#runners.peek(instanceId);
+    const state = this.#deps.session(instanceId)?.state();
+    if (runner !== undefined && state?.loggedIn === true && state.connected && knownNothingDue(runner, now))
+      return Promise.resolve(0);
+    return countDueSendJobs(this.#deps.db, instanceId, now);
   }
 
   /**

@@ -105,6 +105,29 @@ export function awaitsLogin(runner: Runner): boolean {
 }
 
 /**
+ * True when `runner`'s memory alone says the instance has no job due at `now` (epoch ms) nor being relayed, so the
+ * session status may show no pending sends without a statement (docs/decisions/0111-status-reads-the-queue-it-holds.md):
+ * every `sending` job was handed back since this process took the instance ({@link Runner.reclaimed}), no relay's
+ * outcome waits for a login, no drain is running, its last pass left nothing due and none was claimed since
+ * ({@link Runner.idle}), no job was submitted since ({@link Runner.queued}), no synchronous send is held or relayed at
+ * once ({@link Runner.immediate}, {@link Runner.relaying}) and the first scheduled job or retry is not due yet
+ * ({@link Runner.idleUntil}). The caller asks it only while this process holds the instance's connected session: then
+ * every send of the instance is accepted here (docs/decisions/0008-leases-and-fencing.md) and tells the runner.
+ */
+export function knownNothingDue(runner: Runner, now: number): boolean {
+  return (
+    runner.reclaimed &&
+    !awaitsLogin(runner) &&
+    !runner.draining &&
+    runner.idle &&
+    runner.queued === 0 &&
+    runner.immediate === 0 &&
+    runner.relaying.size === 0 &&
+    now < runner.idleUntil
+  );
+}
+
+/**
  * A committed login of the instance (a new hold on it: a restart, a failover or a reconnect, queue.ts `afterCommit`):
  * the `sending` jobs no relay of this process runs are handed back before the next claim ({@link askHandBack}), the
  * last relay of an account that logged out since is forgotten again, the sends waiting for a new-chat slot are looked
@@ -180,6 +203,11 @@ export class RelayHolds {
     const left = (this.#holds.get(id) ?? 0) - 1;
     if (left > 0) this.#holds.set(id, left);
     else this.#holds.delete(id);
+  }
+
+  /** How many jobs are held now. */
+  get size(): number {
+    return this.#holds.size;
   }
 
   /** The ids held now. */
