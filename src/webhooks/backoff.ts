@@ -8,6 +8,10 @@
  * retry state (`attempts`, counted at claim, and `max_attempts`), the worker none.
  */
 
+import { parseRetryAfter } from '../net/retry-after.ts';
+
+export { parseRetryAfter };
+
 /**
  * Jitter added to each scheduled delay: a random 0 to +20 % of it, upward only
  * (docs/decisions/0005-outbox-and-delivery.md): retries of events that failed together spread over a fifth of their
@@ -21,20 +25,6 @@ export const JITTER = 0.2;
  */
 export function maxAttemptsOf(scheduleMs: readonly number[]): number {
   return scheduleMs.length + 1;
-}
-
-/**
- * Parses a `Retry-After` header (RFC 9110 §10.2.3): delta-seconds or an HTTP-date.
- * @param nowMs the current time, epoch ms (for the HTTP-date form).
- * @returns the delay in milliseconds (≥ 0), or undefined when absent or unparseable.
- */
-export function parseRetryAfter(value: string | undefined, nowMs: number): number | undefined {
-  if (value === undefined) return undefined;
-  const text = value.trim();
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const date = Date.parse(text);
-  if (Number.isNaN(date)) return undefined;
-  return Math.max(0, date - nowMs);
 }
 
 /** Input of {@link retryDelayMs}. */

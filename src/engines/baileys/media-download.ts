@@ -10,6 +10,7 @@ import {
   type proto,
 } from 'baileys';
 import { DomainError, errors } from '../../domain/errors.ts';
+import { parseRetryAfter } from '../../net/retry-after.ts';
 import { reuploadRefused } from './media-reupload.ts';
 
 /**
@@ -254,14 +255,37 @@ function hostFault(status: number): DomainError {
   );
 }
 
+/** The wait a media host's 429 asks for when it names none, and the longest one passed on to the client, seconds. */
+export const MEDIA_HOST_RETRY_AFTER_S = { default: 5, max: 3_600 } as const;
+
+/**
+ * The media host answered HTTP 429 Too Many Requests (RFC 6585 §4): it limits how fast this address fetches, for a
+ * while; the file is not refused, so it is answered as the host unreachable (503) with `Retry-After`: the host's own
+ * `Retry-After` header (RFC 9110 §10.2.3, seconds or a date; rounded up to whole seconds, 1 to
+ * {@link MEDIA_HOST_RETRY_AFTER_S}.max) or, without a usable one, {@link MEDIA_HOST_RETRY_AFTER_S}.default.
+ */
+function hostBusy(retryAfter: string | undefined): DomainError {
+  const asked = parseRetryAfter(retryAfter, Date.now());
+  const seconds =
+    asked === undefined
+      ? MEDIA_HOST_RETRY_AFTER_S.default
+      : Math.min(MEDIA_HOST_RETRY_AFTER_S.max, Math.max(1, Math.ceil(asked / 1000)));
+  return new DomainError(
+    'platform_unreachable',
+    `the platform's media host is limiting requests right now (it answered HTTP 429); retry in ${seconds} s`,
+    { retryAfter: seconds },
+  );
+}
+
 /**
  * Fetches and decrypts the file `reference` (a `download` text written by {@link mediaReferenceOf}) names.
  * The returned iterable yields plaintext as it arrives and throws at the end when a check fails; a consumer
  * keeps nothing until it completes.
  * @param maxBytes the largest plaintext accepted.
  * @throws MediaLinkGone (DomainError gone) when the media host answers 403, 404 or 410 (expired or deleted links);
- *   platform_unreachable when the host cannot be reached (DNS, TLS, connection, timeout) or answers a 5xx (a
- *   transient fault of the host); platform_refused for another answer (another 4xx, an unexpected status) or a
+ *   platform_unreachable when the host cannot be reached (DNS, TLS, connection, timeout), answers a 5xx (a
+ *   transient fault of the host) or a 429 (with `retryAfter`, {@link hostBusy}); platform_refused for another answer
+ *   (another 4xx, an unexpected status) or a
  *   file failing its checks; too_large over `maxBytes`.
  */
 export async function downloadPlatformMedia(
@@ -304,6 +328,10 @@ export async function downloadPlatformMedia(
     response.resume();
     if (status === 403 || status === 404 || status === 410) throw new MediaLinkGone(messageId, status);
     if (status >= 500 && status <= 599) throw hostFault(status);
+    if (status === 429) {
+      const header = response.headers['retry-after'];
+      throw hostBusy(Array.isArray(header) ? header[0] : header);
+    }
     throw new DomainError('platform_refused', `the platform's media host answered HTTP ${status}`);
   }
   const tooLarge = () =>
