@@ -11,7 +11,7 @@ import { GroupInsert } from './group-insert.ts';
 import { PaceKeeper } from './pause.ts';
 import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
-import { Runners } from './runners.ts';
+import { knownNothingDue, Runners } from './runners.ts';
 import type { SentMarks } from './sent-marks.ts';
 import { DueSweep } from './sweep.ts';
 import { SYNC_WAIT_MS, SyncDeadlines } from './sync-deadline.ts';
@@ -83,10 +83,15 @@ export function queueParts(
     clock: deps.clock,
     logger: deps.logger,
     everyMs: deps.sweepMs ?? 5_000,
-    // Only a queue held here, not draining and not already set to wake later.
+    // Only a queue held here, not draining and not already set to wake later; but a queue whose memory says nothing
+    // is due while the store holds a due job (a send another node stored as the instance moved) forgets that memory
+    // and is woken at once (docs/decisions/0111-status-reads-the-queue-it-holds.md).
     due: (instanceId) => {
+      if (!deps.session(instanceId)) return;
       const runner = runners.peek(instanceId);
-      if (deps.session(instanceId) && !runner?.draining && !runner?.timer) hooks.wake(instanceId);
+      const unheardOf = runner !== undefined && knownNothingDue(runner, deps.clock());
+      if (runner !== undefined && unheardOf) runner.idle = false;
+      if (unheardOf || (!runner?.draining && !runner?.timer)) hooks.wake(instanceId);
     },
   });
   const deadlines = new SyncDeadlines({

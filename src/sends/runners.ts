@@ -132,10 +132,15 @@ export function knownNothingDue(runner: Runner, now: number): boolean {
  * the `sending` jobs no relay of this process runs are handed back before the next claim ({@link askHandBack}), the
  * last relay of an account that logged out since is forgotten again, the sends waiting for a new-chat slot are looked
  * at again from what the store holds (another node may have released or relayed some since), and a relay whose
- * outcome was unknown no longer holds the queue (the hand-back gives its job back first).
+ * outcome was unknown no longer holds the queue (the hand-back gives its job back first). What the queue knew of its
+ * due jobs is forgotten ({@link Runner.idle}): another node may have held the instance since and accepted sends this
+ * process never heard of, so only a pass of the drain that ends with nothing due makes it idle again (neither a
+ * synchronous send relayed at once nor the status's count trusts the old hold's memory,
+ * docs/decisions/0111-status-reads-the-queue-it-holds.md).
  */
 export function afterLogin(runner: Runner): void {
   askHandBack(runner);
+  runner.idle = false;
   if (runner.loggedOut) forgetLastRelay(runner);
   runner.loggedOut = false;
   runner.slotCheckAt = 0;

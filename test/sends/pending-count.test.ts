@@ -78,7 +78,8 @@ for (const dialect of testDialects()) {
         },
         () => connected,
       );
-      queue = testQueue(t.clock, t.services.store.db, t.instance.id, session);
+      // The sweep looks every 50 ms once started (the last test).
+      queue = testQueue(t.clock, t.services.store.db, t.instance.id, session, undefined, { sweepMs: 50 });
       await untilRelayedAtOnce(queue, session, t.services.store.db, t.instance.id, t.clock, 'COUNT-WARM-UP');
       await eventually('the queue idle', async () => (await pending()).statements === 0);
     });
@@ -152,6 +153,42 @@ for (const dialect of testDialects()) {
       } finally {
         connected = true;
       }
+    });
+
+    it('a due send the queue never heard of is found by the sweep, counted and relayed, even with a wake set later', async () => {
+      const db = t.services.store.db;
+      // A scheduled send sets the queue's wake an hour ahead.
+      const later = '3EB0COUNT0000000000D1';
+      const at = t.clock() + AHEAD;
+      await insertSendJob(db, {
+        ...textJob(t.instance.id, later, 'async', t.clock()),
+        runAt: at,
+        sendAt: at,
+      });
+      const reads = firstReads;
+      queue.scheduled(t.instance.id, at);
+      await idleAgain(reads);
+      // A send stored by another node as the instance moved: nothing tells this queue.
+      const unheard = '3EB0COUNT0000000000D2';
+      await insertSendJob(db, textJob(t.instance.id, unheard, 'async', t.clock()));
+      assert.deepEqual(await pending(), { value: 0, statements: 0 }, 'the memory does not know it yet');
+      queue.start();
+      const status = await eventually('the unheard-of send relayed', async () => {
+        const row = await db
+          .selectFrom('send_jobs')
+          .select('status')
+          .where('id', '=', unheard)
+          .executeTakeFirst();
+        return row?.status === 'sent' ? row.status : undefined;
+      });
+      assert.equal(status, 'sent');
+      await idleAgain(firstReads - 1);
+      const left = await db
+        .selectFrom('send_jobs')
+        .select('status')
+        .where('id', '=', later)
+        .executeTakeFirstOrThrow();
+      assert.equal(left.status, 'pending', 'the scheduled send still waits for its time');
     });
   });
 }

@@ -73,6 +73,33 @@ for (const dialect of testDialects()) {
       return { stored: atOnce ? 'sending' : `${stored.status} (not at once)`, outcome: wait() };
     };
 
+    /**
+     * Waits until a probe is relayed at once: the fast path opens once the queue drained with nothing due (a login
+     * makes it forget that until its drain's next pass ends with nothing due, src/sends/runners.ts `afterLogin`).
+     */
+    let probeIds = 0;
+    const untilRelayedAtOnce = async () => {
+      // The fast path opens once the queue drained with nothing due. A probe sent before that waits its turn: the
+      // drain relays it, and the queue is idle only once a pass after that ends with a look that finds nothing due,
+      // no wake having come meanwhile (a pass that found the probe pending before its claim sets one). The next probe
+      // waits for that instead of racing the passes the last one started.
+      for (let probes = 1; ; probes += 1) {
+        probeIds += 1;
+        const probe = await relayAtOnce(`3EB0PROBE${String(probeIds).padStart(13, '0')}`);
+        // The looks made before the answer (the pass that relayed a queued probe looks after it), read as it settles.
+        let looksBefore = 0;
+        await probe.outcome.finally(() => {
+          looksBefore = drain.looks;
+        });
+        if (probe.stored === 'sending') break;
+        assert.ok(probes < 10, `probe ${probes} relayed at once: the queue drained`);
+        await eventually(
+          'the drain idle after relaying a probe',
+          () => drain.looks > looksBefore && drain.last === 'look',
+        );
+      }
+    };
+
     const session = fakeSession(async (message) => {
       if (gate && gate.id === message.id && !gate.started) {
         gate.started = true;
@@ -117,25 +144,8 @@ for (const dialect of testDialects()) {
       };
       store = await storeWithFaults(t, { faults, lostAnswers });
       queue = testQueue(t.clock, store.db, t.instance.id, session);
-      // The fast path opens once the queue drained with nothing due. A probe sent before that waits its turn: the
-      // drain relays it, and the queue is idle only once a pass after that ends with a look that finds nothing due,
-      // no wake having come meanwhile (a pass that found the probe pending before its claim sets one). The next probe
-      // waits for that instead of racing the passes the last one started.
       queue.wake(t.instance.id);
-      for (let probes = 1; ; probes += 1) {
-        const probe = await relayAtOnce(`3EB0PROBE${String(probes).padStart(13, '0')}`);
-        // The looks made before the answer (the pass that relayed a queued probe looks after it), read as it settles.
-        let looksBefore = 0;
-        await probe.outcome.finally(() => {
-          looksBefore = drain.looks;
-        });
-        if (probe.stored === 'sending') break;
-        assert.ok(probes < 10, `probe ${probes} relayed at once: the queue drained`);
-        await eventually(
-          'the drain idle after relaying a probe',
-          () => drain.looks > looksBefore && drain.last === 'look',
-        );
-      }
+      await untilRelayedAtOnce();
       relayed.length = 0;
     });
     after(async () => {
@@ -207,6 +217,8 @@ for (const dialect of testDialects()) {
     });
 
     it('an accepted send whose outcome cannot be stored waits for the store and is marked sent, relayed once', async () => {
+      // The logins of the tests before made the queue forget it was idle: relayed at once only once it drained.
+      await untilRelayedAtOnce();
       down = true;
       const writesBefore = failedWrites;
       const { outcome } = await relayAtOnce('3EB0CCCCCCCCCCCCCCCCCC');
