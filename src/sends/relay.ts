@@ -82,7 +82,7 @@ export class JobRelay {
     try {
       await this.#relayHeld(session, job, pacing, runner, released);
     } finally {
-      runner.relaying.release(job.id);
+      this.#deps.runners.release(job.instanceId, runner, job.id);
     }
   }
 

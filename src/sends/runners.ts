@@ -188,21 +188,31 @@ export function forgetLastRelay(runner: Runner): void {
 
 /**
  * The ids of the jobs held for a relay, each counted by the holds taken on it: a second request under the same id
- * (a forward tried again) or the relay's own hold inside the request's releases only what it took.
+ * (a forward tried again) or the relay's own hold inside the request's releases only what it took. A hand-back leaves
+ * the jobs held ({@link passOver}), and each is remembered as passed over until its last hold is given back.
  */
 export class RelayHolds {
   readonly #holds = new Map<string, number>();
+  /** Jobs held when a hand-back ran: that hand-back left them `sending`. */
+  readonly #passed = new Set<string>();
 
   /** Takes one hold on job `id`. */
   hold(id: string): void {
     this.#holds.set(id, (this.#holds.get(id) ?? 0) + 1);
   }
 
-  /** Gives back one hold on job `id` (the job is no longer held once every hold is given back). */
-  release(id: string): void {
+  /**
+   * Gives back one hold on job `id` (the job is no longer held once every hold is given back).
+   * @returns true when that was its last hold and a hand-back passed the job over while it was held ({@link passOver}).
+   */
+  release(id: string): boolean {
     const left = (this.#holds.get(id) ?? 0) - 1;
-    if (left > 0) this.#holds.set(id, left);
-    else this.#holds.delete(id);
+    if (left > 0) {
+      this.#holds.set(id, left);
+      return false;
+    }
+    this.#holds.delete(id);
+    return this.#passed.delete(id);
   }
 
   /** How many jobs are held now. */
@@ -214,6 +224,13 @@ export class RelayHolds {
   ids(): string[] {
     return [...this.#holds.keys()];
   }
+
+  /** The ids held now, for a hand-back that leaves them: each is passed over until its last hold is given back. */
+  passOver(): string[] {
+    const ids = this.ids();
+    for (const id of ids) this.#passed.add(id);
+    return ids;
+  }
 }
 
 /**
@@ -224,11 +241,17 @@ export class Runners {
   readonly #runners = new Map<string, Runner>();
   readonly #clock: Clock;
   readonly #wake: (instanceId: string) => void;
+  readonly #held: (instanceId: string) => boolean;
 
-  /** @param wake called when a scheduled wake of an instance's queue is due. */
-  constructor(clock: Clock, wake: (instanceId: string) => void) {
+  /**
+   * @param wake called when a scheduled wake of an instance's queue is due, or a hand-back is asked for at once
+   *   ({@link release}).
+   * @param held whether this process holds the instance's engine session now.
+   */
+  constructor(clock: Clock, wake: (instanceId: string) => void, held: (instanceId: string) => boolean) {
     this.#clock = clock;
     this.#wake = wake;
+    this.#held = held;
   }
 
   /** The instance's state, made fresh (nothing known, nothing scheduled) on first use. */
@@ -259,6 +282,23 @@ export class Runners {
       this.#runners.set(instanceId, runner);
     }
     return runner;
+  }
+
+  /**
+   * Gives back one hold of a relay of this process on job `id` of `runner`'s instance (`Runner.relaying`). When the
+   * job is no longer held and a hand-back left it while it was (a login committed during its relay), and this process
+   * still holds the instance's session, another hand-back is asked for ({@link askHandBack}) and the queue woken: a
+   * relay that ended without writing its job (another node had taken it over, failures.ts `settleTaken`; its outcome
+   * is unknown, relay.ts) leaves it `sending`, and the next drain hands it back as that login would have, instead of
+   * the next login, while its request still waits (docs/decisions/0009-sends-as-jobs.md). A process that lost the
+   * instance asks for none: the new holder's relay may hold the job.
+   */
+  release(instanceId: string, runner: Runner, id: string): void {
+    if (!runner.relaying.release(id) || !this.#held(instanceId)) return;
+    askHandBack(runner);
+    // The job it hands back goes first: no synchronous send relays at once past it meanwhile (sync-relay.ts).
+    runner.idle = false;
+    this.#wake(instanceId);
   }
 
   /** The instance's state if this process has one, without making it. */
