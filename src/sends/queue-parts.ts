@@ -121,6 +121,7 @@ export function queueParts(
     recordWith,
     schedule: (instanceId, delayMs) => runners.schedule(instanceId, delayMs),
     follow: (job, since) => deadlines.follow(job, since),
+    left: (job) => runners.peek(job.instanceId)?.relaying.leave(job.id),
   });
   const jobs = new JobRelay({
     untilStored,

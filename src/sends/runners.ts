@@ -72,7 +72,8 @@ export interface Runner {
   loggedOut: boolean;
   /**
    * The jobs this process holds for a relay that has not ended: an immediate synchronous send's from before its row
-   * is stored claimed, any other's from its claim. Handing `sending` jobs back leaves these.
+   * is stored claimed, any other's from its claim. Handing `sending` jobs back leaves these, and hands back again once
+   * such a job's relay ended without writing it ({@link Runners.release}).
    */
   relaying: RelayHolds;
   /** Logins of the instance committed in this process (queue.ts `afterCommit` counts them). */
@@ -189,12 +190,15 @@ export function forgetLastRelay(runner: Runner): void {
 /**
  * The ids of the jobs held for a relay, each counted by the holds taken on it: a second request under the same id
  * (a forward tried again) or the relay's own hold inside the request's releases only what it took. A hand-back leaves
- * the jobs held ({@link passOver}), and each is remembered as passed over until its last hold is given back.
+ * the jobs held ({@link passOver}); each is remembered as passed over, and as let go unwritten ({@link leave}), until
+ * its last hold is given back.
  */
 export class RelayHolds {
   readonly #holds = new Map<string, number>();
   /** Jobs held when a hand-back ran: that hand-back left them `sending`. */
   readonly #passed = new Set<string>();
+  /** Jobs whose relay let them go unwritten ({@link leave}). */
+  readonly #left = new Set<string>();
 
   /** Takes one hold on job `id`. */
   hold(id: string): void {
@@ -203,7 +207,8 @@ export class RelayHolds {
 
   /**
    * Gives back one hold on job `id` (the job is no longer held once every hold is given back).
-   * @returns true when that was its last hold and a hand-back passed the job over while it was held ({@link passOver}).
+   * @returns true when that was its last hold, a hand-back passed the job over while it was held ({@link passOver})
+   *   and its relay let it go unwritten ({@link leave}): it may be `sending` still, with no relay of it left.
    */
   release(id: string): boolean {
     const left = (this.#holds.get(id) ?? 0) - 1;
@@ -212,7 +217,16 @@ export class RelayHolds {
       return false;
     }
     this.#holds.delete(id);
-    return this.#passed.delete(id);
+    const passed = this.#passed.delete(id);
+    return this.#left.delete(id) && passed;
+  }
+
+  /**
+   * The relay holding job `id` lets it go unwritten: its write found it no longer this node's `sending` job (another
+   * holder took it over, docs/decisions/0008-leases-and-fencing.md). Nothing for a job not held.
+   */
+  leave(id: string): void {
+    if (this.#holds.has(id)) this.#left.add(id);
   }
 
   /** How many jobs are held now. */
@@ -286,12 +300,13 @@ export class Runners {
 
   /**
    * Gives back one hold of a relay of this process on job `id` of `runner`'s instance (`Runner.relaying`). When the
-   * job is no longer held and a hand-back left it while it was (a login committed during its relay), and this process
-   * still holds the instance's session, another hand-back is asked for ({@link askHandBack}) and the queue woken: a
-   * relay that ended without writing its job (another node had taken it over, failures.ts `settleTaken`; its outcome
-   * is unknown, relay.ts) leaves it `sending`, and the next drain hands it back as that login would have, instead of
-   * the next login, while its request still waits (docs/decisions/0009-sends-as-jobs.md). A process that lost the
-   * instance asks for none: the new holder's relay may hold the job.
+   * job is no longer held, a hand-back left it while it was (a login committed during its relay) and its relay let it
+   * go unwritten (another node had taken it over and died: failures.ts `settleTaken`, `RelayHolds.leave`), the job
+   * is `sending` with no relay of it left, which only a hand-back gives back: another is asked for
+   * ({@link askHandBack}) and the queue woken, so the next drain hands it back as that login would have, while its
+   * request still waits, not at the next login (docs/decisions/0009-sends-as-jobs.md). Only while this process still
+   * holds the instance's session: one that lost it leaves the job to the new holder, whose relay may hold it. A relay
+   * whose outcome is unknown asks for its hand-back itself (relay.ts).
    */
   release(instanceId: string, runner: Runner, id: string): void {
     if (!runner.relaying.release(id) || !this.#held(instanceId)) return;

@@ -12,7 +12,14 @@ import type { Store } from '../../src/store/database.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { fakeSession, settledFlag, storeWithFaults, testQueue, textJob } from './support.ts';
+import {
+  fakeSession,
+  settledFlag,
+  storeWithFaults,
+  testQueue,
+  textJob,
+  untilRelayedAtOnce,
+} from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 
@@ -164,6 +171,9 @@ for (const dialect of testDialects()) {
 
     it('a login committed while the relay still held the taken-over job hands it back once the relay let it go', async () => {
       const id = '3EB0TAKEN0000000000005';
+      // The relay must run at once, outside the queue's drain, for the login's hand-back to run during it: the drain
+      // the last test's login started is over once a probe is relayed at once.
+      await untilRelayedAtOnce(queue, session, t.services.store.db, t.instance.id, t.clock, '3EB0TAKENPROBE');
       const { outcome, settled } = await refusedAfterTakeover(id, async () => {
         // The new holder died and the instance came back here while this node's relay still ran: the login's
         // hand-back leaves the job, which that relay holds.
