@@ -194,7 +194,7 @@ async function handBack(context: DrainContext, instanceId: string, runner: Runne
   const reclaimed = await context.recordWith(
     instanceId,
     async (trx): Promise<{ result: Reclaimed; reports: SendStatusReport[]; events: EngineEvent[] }> => {
-      const result = await reclaimSendingJobs(trx, instanceId, at, runner.relaying.ids());
+      const result = await reclaimSendingJobs(trx, instanceId, at, runner.relaying.passOver());
       // A request waiting for a job ended here carries its outcome (waiters.ts `carryOutcome`).
       const carried = (id: string, report: SendStatusReport) =>
         waiters.carryOutcome({ instanceId, id }, report) ? [] : [report];

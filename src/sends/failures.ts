@@ -71,6 +71,11 @@ export interface RelayFailuresDeps {
    * holder ended it (sync-deadline.ts `SyncDeadlines.follow`).
    */
   follow(job: SendJob, since: number): void;
+  /**
+   * The relay of claimed job `job` lets it go unwritten: the job was no longer this node's `sending` job (another
+   * holder took it over), so it may stay `sending` (runners.ts `RelayHolds.leave`).
+   */
+  left(job: SendJob): void;
 }
 
 /**
@@ -165,6 +170,7 @@ export class RelayFailures {
     }
     if (held === 'pending')
       this.#deps.schedule(job.instanceId, Math.max(0, (hold.wakeAt ?? hold.until) - this.#deps.clock()));
+    if (held === undefined) this.#deps.left(job);
     return held === 'pending';
   }
 
@@ -242,6 +248,7 @@ export class RelayFailures {
    */
   async settleTaken(job: SendJob): Promise<'sent' | 'other'> {
     if (await this.#settleSent(job)) return 'sent';
+    this.#deps.left(job);
     this.#deps.follow(job, job.createdAt);
     return 'other';
   }

@@ -77,7 +77,11 @@ export function queueParts(
   const recordWith = <T>(instanceId: string, write: ReportedWrite<T>) => deps.recordWith(instanceId, write);
   const report = (instanceId: string, each: SendStatusReport) => hooks.report(instanceId, each);
   const pacing = (instanceId: string) => hooks.pacing(instanceId);
-  const runners = new Runners(deps.clock, (instanceId) => hooks.wake(instanceId));
+  const runners = new Runners(
+    deps.clock,
+    (instanceId) => hooks.wake(instanceId),
+    (instanceId) => deps.session(instanceId) !== undefined,
+  );
   const sweep = new DueSweep({
     db: deps.db,
     clock: deps.clock,
@@ -122,6 +126,7 @@ export function queueParts(
     recordWith,
     schedule: (instanceId, delayMs) => runners.schedule(instanceId, delayMs),
     follow: (job, since) => deadlines.follow(job, since),
+    left: (job) => runners.peek(job.instanceId)?.relaying.leave(job.id),
   });
   const jobs = new JobRelay({
     untilStored,

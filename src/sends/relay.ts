@@ -58,7 +58,8 @@ export interface JobRelayDeps {
  * {@link UnconfirmedRelayError} (no ack: the outcome is unknown), which leaves the job `sending` for the next login's
  * hand-back to relay again under its id. The job
  * is held by this process while its relay runs, so a login's hand-back of `sending` jobs
- * (store/send-job-claims.ts `reclaimSendingJobs`) leaves it.
+ * (store/send-job-claims.ts `reclaimSendingJobs`) leaves it; a relay that then lets it go unwritten (another holder had
+ * taken it over) asks for another hand-back as it ends (runners.ts `Runners.release`).
  */
 export class JobRelay {
   readonly #deps: JobRelayDeps;
@@ -82,7 +83,7 @@ export class JobRelay {
     try {
       await this.#relayHeld(session, job, pacing, runner, released);
     } finally {
-      runner.relaying.release(job.id);
+      this.#deps.runners.release(job.instanceId, runner, job.id);
     }
   }
 
@@ -147,7 +148,9 @@ export class JobRelay {
     // The job was marked sent in the transaction that recorded the message (derive), with its MessageStatus event
     // unless a request waited to carry it; a relay whose engine recorded no message of its own is finished here,
     // with that event in the same transaction.
-    if (!this.#deps.sentMarks.takeRecorded(job)) await this.#finishSent(job, at, opensChat);
+    // A finish that finds the job no longer this node's (another holder took it over) leaves it to that holder.
+    if (!this.#deps.sentMarks.takeRecorded(job) && !(await this.#finishSent(job, at, opensChat)))
+      runner.relaying.leave(job.id);
     // The outcome's event was left out for a waiting request that has gone since (waiters.ts `carry`): recorded now.
     await settleOwed(this.#deps.waiters, this.#deps.report, job, sent);
   }

@@ -72,7 +72,8 @@ export interface Runner {
   loggedOut: boolean;
   /**
    * The jobs this process holds for a relay that has not ended: an immediate synchronous send's from before its row
-   * is stored claimed, any other's from its claim. Handing `sending` jobs back leaves these.
+   * is stored claimed, any other's from its claim. Handing `sending` jobs back leaves these, and hands back again once
+   * such a job's relay ended without writing it ({@link Runners.release}).
    */
   relaying: RelayHolds;
   /** Logins of the instance committed in this process (queue.ts `afterCommit` counts them). */
@@ -193,21 +194,44 @@ export function forgetLastRelay(runner: Runner): void {
 
 /**
  * The ids of the jobs held for a relay, each counted by the holds taken on it: a second request under the same id
- * (a forward tried again) or the relay's own hold inside the request's releases only what it took.
+ * (a forward tried again) or the relay's own hold inside the request's releases only what it took. A hand-back leaves
+ * the jobs held ({@link passOver}); each is remembered as passed over, and as let go unwritten ({@link leave}), until
+ * its last hold is given back.
  */
 export class RelayHolds {
   readonly #holds = new Map<string, number>();
+  /** Jobs held when a hand-back ran: that hand-back left them `sending`. */
+  readonly #passed = new Set<string>();
+  /** Jobs whose relay let them go unwritten ({@link leave}). */
+  readonly #left = new Set<string>();
 
   /** Takes one hold on job `id`. */
   hold(id: string): void {
     this.#holds.set(id, (this.#holds.get(id) ?? 0) + 1);
   }
 
-  /** Gives back one hold on job `id` (the job is no longer held once every hold is given back). */
-  release(id: string): void {
+  /**
+   * Gives back one hold on job `id` (the job is no longer held once every hold is given back).
+   * @returns true when that was its last hold, a hand-back passed the job over while it was held ({@link passOver})
+   *   and its relay let it go unwritten ({@link leave}): it may be `sending` still, with no relay of it left.
+   */
+  release(id: string): boolean {
     const left = (this.#holds.get(id) ?? 0) - 1;
-    if (left > 0) this.#holds.set(id, left);
-    else this.#holds.delete(id);
+    if (left > 0) {
+      this.#holds.set(id, left);
+      return false;
+    }
+    this.#holds.delete(id);
+    const passed = this.#passed.delete(id);
+    return this.#left.delete(id) && passed;
+  }
+
+  /**
+   * The relay holding job `id` lets it go unwritten: its write found it no longer this node's `sending` job (another
+   * holder took it over, docs/decisions/0008-leases-and-fencing.md). Nothing for a job not held.
+   */
+  leave(id: string): void {
+    if (this.#holds.has(id)) this.#left.add(id);
   }
 
   /** How many jobs are held now. */
@@ -219,6 +243,13 @@ export class RelayHolds {
   ids(): string[] {
     return [...this.#holds.keys()];
   }
+
+  /** The ids held now, for a hand-back that leaves them: each is passed over until its last hold is given back. */
+  passOver(): string[] {
+    const ids = this.ids();
+    for (const id of ids) this.#passed.add(id);
+    return ids;
+  }
 }
 
 /**
@@ -229,11 +260,17 @@ export class Runners {
   readonly #runners = new Map<string, Runner>();
   readonly #clock: Clock;
   readonly #wake: (instanceId: string) => void;
+  readonly #held: (instanceId: string) => boolean;
 
-  /** @param wake called when a scheduled wake of an instance's queue is due. */
-  constructor(clock: Clock, wake: (instanceId: string) => void) {
+  /**
+   * @param wake called when a scheduled wake of an instance's queue is due, or a hand-back is asked for at once
+   *   ({@link release}).
+   * @param held whether this process holds the instance's engine session now.
+   */
+  constructor(clock: Clock, wake: (instanceId: string) => void, held: (instanceId: string) => boolean) {
     this.#clock = clock;
     this.#wake = wake;
+    this.#held = held;
   }
 
   /** The instance's state, made fresh (nothing known, nothing scheduled) on first use. */
@@ -264,6 +301,24 @@ export class Runners {
       this.#runners.set(instanceId, runner);
     }
     return runner;
+  }
+
+  /**
+   * Gives back one hold of a relay of this process on job `id` of `runner`'s instance (`Runner.relaying`). When the
+   * job is no longer held, a hand-back left it while it was (a login committed during its relay) and its relay let it
+   * go unwritten (another node had taken it over and died: failures.ts `settleTaken`, `RelayHolds.leave`), the job
+   * is `sending` with no relay of it left, which only a hand-back gives back: another is asked for
+   * ({@link askHandBack}) and the queue woken, so the next drain hands it back as that login would have, while its
+   * request still waits, not at the next login (docs/decisions/0009-sends-as-jobs.md). Only while this process still
+   * holds the instance's session: one that lost it leaves the job to the new holder, whose relay may hold it. A relay
+   * whose outcome is unknown asks for its hand-back itself (relay.ts).
+   */
+  release(instanceId: string, runner: Runner, id: string): void {
+    if (!runner.relaying.release(id) || !this.#held(instanceId)) return;
+    askHandBack(runner);
+    // The job it hands back goes first: no synchronous send relays at once past it meanwhile (sync-relay.ts).
+    runner.idle = false;
+    this.#wake(instanceId);
   }
 
   /** The instance's state if this process has one, without making it. */

@@ -114,14 +114,14 @@ export async function storeSync(
       ours = late === 'on-time';
     }
     if (!now || !ours || runner === undefined) {
-      runner?.relaying.release(job.id);
+      if (runner !== undefined) context.runners.release(job.instanceId, runner, job.id);
       if (now && runner !== undefined) endNow(context, job.instanceId, runner);
       return queued(ours);
     }
     const held = claimedSendJob(claimed);
     return () => relayNow(context, session, held, runner, signal);
   } catch (error) {
-    runner?.relaying.release(job.id);
+    if (runner !== undefined) context.runners.release(job.instanceId, runner, job.id);
     if (now && runner !== undefined) endNow(context, job.instanceId, runner);
     throw error;
   }
@@ -153,7 +153,7 @@ async function relayNow(
   } finally {
     // The relay ended: a job it left to another holder (failures.ts) is no longer held here, so a later login
     // hands it back if that holder died.
-    runner.relaying.release(job.id);
+    context.runners.release(job.instanceId, runner, job.id);
     endNow(context, job.instanceId, runner);
   }
   return done;

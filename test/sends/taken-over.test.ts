@@ -12,7 +12,14 @@ import type { Store } from '../../src/store/database.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { fakeSession, settledFlag, storeWithFaults, testQueue, textJob } from './support.ts';
+import {
+  fakeSession,
+  settledFlag,
+  storeWithFaults,
+  testQueue,
+  textJob,
+  untilRelayedAtOnce,
+} from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 
@@ -20,6 +27,8 @@ const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 const FINISH = /^update "send_jobs" set "locked_by" = (\?|\$\d+), "locked_at" = (\?|\$\d+), "updated_at"/;
 /** A read of one job's row (`findSendJob`), as the failed relay makes after its finish to see who ended it. */
 const READ_JOB = /^select \* from "send_jobs" where/;
+/** The hand-back of the instance's `sending` jobs (`reclaimSendingJobs`: its `set` starts with the status's case). */
+const HAND_BACK = /^update "send_jobs" set "status" = case/;
 
 for (const dialect of testDialects()) {
   describe(`send queue: a relay that fails after its job was taken over [${dialect}]`, () => {
@@ -28,6 +37,7 @@ for (const dialect of testDialects()) {
     let queue: SendQueue;
     let finishes = 0;
     let jobReads = 0;
+    let handBacks = 0;
     const reports: SendStatusReport[] = [];
     /** Holds the relay of this job id until released; then the platform refuses it. */
     let gate: { id: string; started: boolean; released: Promise<void> } | undefined;
@@ -57,9 +67,12 @@ for (const dialect of testDialects()) {
 
     /**
      * A synchronous send relayed at once whose relay is held; the job is taken over by `other-node` meanwhile, then
-     * the platform refuses this node's relay. Resolves once this node's finish ran, with the request's outcome.
+     * `beforeRefusal` runs, then the platform refuses this node's relay. Resolves once this node's finish ran, with the request's outcome.
      */
-    const refusedAfterTakeover = async (id: string) => {
+    const refusedAfterTakeover = async (
+      id: string,
+      beforeRefusal: () => Promise<void> = async () => undefined,
+    ) => {
       let release: () => void = () => undefined;
       const released = new Promise<void>((resolve) => {
         release = resolve;
@@ -74,6 +87,7 @@ for (const dialect of testDialects()) {
         .set({ locked_by: 'other-node', locked_at: t.clock() })
         .where('id', '=', id)
         .execute();
+      await beforeRefusal();
       const finishesBefore = finishes;
       const readsBefore = jobReads;
       release();
@@ -93,6 +107,7 @@ for (const dialect of testDialects()) {
       const lostAnswers = (sql: string) => {
         if (FINISH.test(sql)) finishes += 1;
         if (READ_JOB.test(sql)) jobReads += 1;
+        if (HAND_BACK.test(sql)) handBacks += 1;
       };
       store = await storeWithFaults(t, { lostAnswers });
       queue = testQueue(t.clock, store.db, t.instance.id, session, async (_instanceId, report) => {
@@ -146,6 +161,39 @@ for (const dialect of testDialects()) {
       });
       await eventually('the request answered', () => settled());
       assert.equal((await outcome).id, id, 'relayed by the hand-back, answered from the row');
+      const row = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['status', 'attempts', 'locked_by'])
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(row, { status: 'sent', attempts: 2, locked_by: null });
+    });
+
+    it('a login committed while the relay still held the taken-over job hands it back once the relay let it go', async () => {
+      const id = '3EB0TAKEN0000000000005';
+      // The relay must run at once, outside the queue's drain, for the login's hand-back to run during it: the drain
+      // the last test's login started is over once a probe is relayed at once.
+      await untilRelayedAtOnce(queue, session, t.services.store.db, t.instance.id, t.clock, '3EB0TAKENPROBE');
+      const { outcome, settled } = await refusedAfterTakeover(id, async () => {
+        // The new holder died and the instance came back here while this node's relay still ran: the login's
+        // hand-back leaves the job, which that relay holds.
+        const before = handBacks;
+        queue.afterCommit(t.instance.id, {
+          type: 'connection',
+          state: { connected: true, loggedIn: true, jid: null, phone: null, pushName: null },
+        });
+        await eventually("the login's hand-back ran", () => handBacks > before);
+        const row = await t.services.store.db
+          .selectFrom('send_jobs')
+          .select(['status', 'locked_by'])
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        assert.deepEqual(row, { status: 'sending', locked_by: 'other-node' }, 'left while held');
+      });
+      // The refused relay let the job go unwritten: it is handed back and relayed again here, without another login,
+      // and the request answers the message sent (not 504 at its deadline).
+      await eventually('the request answered', () => settled());
+      assert.deepEqual(await outcome, { id, timestamp: t.clock() });
       const row = await t.services.store.db
         .selectFrom('send_jobs')
         .select(['status', 'attempts', 'locked_by'])
