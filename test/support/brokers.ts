@@ -1,9 +1,14 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { jetstreamManager, type StoredMsg } from '@nats-io/jetstream';
 import { connect as natsConnect } from '@nats-io/transport-node';
 import { connect as amqpConnect } from 'amqplib';
+import { eventually } from './eventually.ts';
+import { freePort } from './ports.ts';
 
 /**
  * The real brokers the broker endpoint tests publish to: RabbitMQ at `TEST_AMQP_URL` (such as
@@ -207,4 +212,62 @@ export async function rabbitMaxMessageSize(): Promise<number> {
 export async function setRabbitMaxMessageSize(bytes: number): Promise<void> {
   if (!Number.isSafeInteger(bytes) || bytes < 1) throw new Error(`not a message size: ${bytes}`);
   await run('rabbitmqctl', ['eval', `application:set_env(rabbit, max_message_size, ${bytes}).`]);
+}
+
+/** A NATS server of a test's own (see {@link startPrivateNats}). */
+export interface PrivateNats {
+  /** `nats://127.0.0.1:<port>`. */
+  url: string;
+  /**
+   * Writes `bytes` as `max_payload` into the server's configuration file, has it reload (SIGHUP, as
+   * `nats-server --signal reload` sends) and resolves once a new connection is told the new limit.
+   */
+  setMaxPayload(bytes: number): Promise<void>;
+  /** Stops the server (SIGTERM, then SIGKILL after 5 s) and removes its folder. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a NATS server of the test's own (/usr/sbin/nats-server) with JetStream on 127.0.0.1 at a free port, its
+ * configuration file and JetStream store in a temporary folder, `max_payload` set to `maxPayload` bytes: a test may
+ * reload its configuration without touching the machine's shared server (`TEST_NATS_URL`), which other suites use.
+ */
+export async function startPrivateNats(maxPayload: number): Promise<PrivateNats> {
+  const folder = await mkdtemp(join(tmpdir(), 'parley-nats-'));
+  const port = await freePort();
+  const configFile = join(folder, 'nats.conf');
+  const writeConfig = (bytes: number) =>
+    writeFile(
+      configFile,
+      `host: 127.0.0.1\nport: ${port}\nmax_payload: ${bytes}\njetstream { store_dir: "${join(folder, 'js')}" }\n`,
+    );
+  await writeConfig(maxPayload);
+  const server = spawn('/usr/sbin/nats-server', ['-c', configFile, '-l', join(folder, 'nats.log')], {
+    stdio: 'ignore',
+  });
+  const exited = new Promise<void>((resolve) => server.once('exit', () => resolve()));
+  await waitForPort(port, 10_000);
+  const url = `nats://127.0.0.1:${port}`;
+  return {
+    url,
+    async setMaxPayload(bytes: number): Promise<void> {
+      await writeConfig(bytes);
+      server.kill('SIGHUP');
+      await eventually(`the NATS server to announce max_payload ${bytes}`, async () => {
+        const nc = await natsConnect({ servers: `127.0.0.1:${port}` });
+        const announced = nc.info?.max_payload;
+        await nc.close();
+        return announced === bytes;
+      });
+    },
+    async stop(): Promise<void> {
+      if (server.exitCode === null && server.signalCode === null) {
+        server.kill('SIGTERM');
+        const killer = setTimeout(() => server.kill('SIGKILL'), 5_000);
+        await exited;
+        clearTimeout(killer);
+      }
+      await rm(folder, { recursive: true, force: true });
+    },
+  };
 }
