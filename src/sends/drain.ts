@@ -18,7 +18,7 @@ import { releaseFreedSlots } from './new-chat-slots.ts';
 import type { PaceKeeper } from './pause.ts';
 import { messageReport, type ReportedWrite, type SendStatusReport } from './queue-deps.ts';
 import type { JobRelay } from './relay.ts';
-import { askHandBack, awaitsLogin, type Runner, type Runners } from './runners.ts';
+import { askHandBack, awaitsLogin, claimedReleased, type Runner, type Runners } from './runners.ts';
 import { type SendWaiters, settleOwed } from './waiters.ts';
 
 /** What one pass of an instance's drain uses (the send queue's parts, queue.ts `SendQueue`). */
@@ -82,8 +82,8 @@ export async function drain(context: DrainContext, instanceId: string, runner: R
  * jobs no relay of this process holds when a login committed since the last hand-back ({@link handBack}), then claims
  * and relays the instance's due jobs one at a time in acceptance order, one a turn of the event loop, until none is
  * due, the first waits for its retry, the session is away, the queue stops, or the pace or a pause says to wait (the
- * runner's wake is then set for that time). Before a claim it releases the sends waiting for a new-chat slot that
- * the window has slots for, when one may have freed (new-chat-slots.ts). It claims nothing while a synchronous send
+ * runner's wake is then set for that time). Before a claim it releases the sends waiting for a new-chat slot to the
+ * chats the window has slots for, when one may have freed (new-chat-slots.ts). It claims nothing while a synchronous send
  * is relayed at once (`Runner.immediate`: its end wakes the queue). After a relay whose outcome is unknown it hands
  * back and claims nothing until the next login (runners.ts `awaitsLogin`).
  * @throws the store's error (the queue tries again in 1 s, handing back first).
@@ -137,8 +137,9 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
       runner.deferred = true;
       return;
     }
-    // The sends waiting for a new-chat slot are released as the window frees slots, as many as it freed, in their
-    // order (new-chat-slots.ts): looked at when a slot may have freed, not at every pass.
+    // The sends waiting for a new-chat slot are released as the window frees slots, by chat: as many chats as slots
+    // it freed, in their order, each with all its waiting sends (new-chat-slots.ts): looked at when a slot may have
+    // freed, not at every pass.
     if (runner.slotCheckAt <= now)
       await releaseFreedSlots(db, runners, instanceId, runner, pacing, newChatLock?.until, now);
     const job = await claimNextSendJob(db, instanceId, nodeId, now);
@@ -162,10 +163,9 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     // Not idle from the claim on, in the step that takes the job off `queued` (Runner.idle).
     runner.queued = Math.max(0, runner.queued - 1);
     runner.idle = false;
-    // A released send is claimed: its slot is no longer set aside, and the window is looked at again after its relay
-    // (it may have left the slot unused: a chat it no longer opens, a failure, a timelock).
-    const released = runner.slotsReleased.delete(job.id);
-    if (released) runner.slotCheckAt = 0;
+    // A released send is claimed: its chat's slot is no longer set aside, and the window is looked at again after its
+    // relay (it may have left the slot unused: a chat it no longer opens, a failure, a timelock).
+    const released = claimedReleased(runner, job.id, job.chat);
     await jobs.relay(session, job, pacing, released);
   }
 }

@@ -7,12 +7,13 @@ import { DAY_MS, newChatSlotFreesAt } from './pause.ts';
 import type { Runner, Runners } from './runners.ts';
 
 /**
- * Releases as many of the instance's sends waiting for a new-chat slot as the new-chats-per-day window has slots free
- * at `now` (epoch ms), in the order they wait (docs/decisions/0013-pacing.md; src/store/send-job-slots.ts): the cap
- * (`pacing.newChatsPerDay`) less the window's chat-opening relays less the sends released before and not claimed yet
- * (`Runner.slotsReleased`), all of them when no cap is set. Each released send is due again at its place and claimed
- * in its turn, where the cap is checked again (a send before it may take the slot: it then waits again, in the place
- * it had), so the cap never depends on this count. While a reach-out timelock holds sends that open a chat
+ * Releases the instance's sends waiting for a new-chat slot by chat, as many chats as the new-chats-per-day window has
+ * slots free at `now` (epoch ms), in the order they wait (docs/decisions/0013-pacing.md; src/store/send-job-slots.ts):
+ * the cap (`pacing.newChatsPerDay`) less the window's chat-opening relays less the chats released before and none of
+ * whose sends is claimed yet (`Runner.slotChats`), all of them when no cap is set. A chat takes one slot and all its
+ * waiting sends are released together: the first relayed opens it, the others go to a known chat. Each released send
+ * is due again at its place and claimed in its turn, where the cap is checked again (a send before it may take the
+ * slot: it then waits again, in the place it had), so the cap never depends on this count. While a reach-out timelock holds sends that open a chat
  * (`lockUntil`, epoch ms), none is released: the drain looks again at its end. Sets when the drain looks next
  * (`Runner.slotCheckAt`): when the window frees its next slot, with the queue's wake set then, or never while no
  * relay in the window can free one (a released send's claim, a cancel, a pace change or a new hold looks again).
@@ -42,12 +43,16 @@ export async function releaseFreedSlots(
   }
   const since = now - DAY_MS;
   const counted = await countNewChatsSince(db, instanceId, since);
-  const free = cap - counted - runner.slotsReleased.size;
+  const free = cap - counted - runner.slotChats.size;
   if (free > 0) {
-    const released = await releaseSlotWaiters(db, instanceId, now, free);
-    for (const id of released.ids) runner.slotsReleased.add(id);
-    // Fewer waited than the slots free: none waits any more, and the next send held for a slot sets the next look.
-    if (!released.more) {
+    const { released, more } = await releaseSlotWaiters(db, instanceId, now, free);
+    for (const { id, chat } of released) {
+      runner.slotsReleased.set(id, chat);
+      runner.slotChats.add(chat);
+    }
+    // Fewer chats waited than the slots free: none waits any more, and the next send held for a slot sets the next
+    // look.
+    if (!more) {
       runner.slotCheckAt = Number.POSITIVE_INFINITY;
       return;
     }

@@ -49,10 +49,17 @@ export interface Runner {
    */
   slotCheckAt: number;
   /**
-   * The sends waiting for a new-chat slot that this process released and has not claimed yet: each has a slot set
-   * aside, so a look before their claims releases no more than the slots freed (docs/decisions/0013-pacing.md).
+   * The sends waiting for a new-chat slot that this process released and has not claimed yet, each with the chat it
+   * goes to (`send_jobs.chat`): held for a slot again, such a send keeps its place (docs/decisions/0013-pacing.md).
    */
-  slotsReleased: Set<string>;
+  slotsReleased: Map<string, string>;
+  /**
+   * The chats a slot is set aside for: released (all their waiting sends together, one slot per chat), none of their
+   * sends claimed yet. A look before their claims releases no more than the slots freed; the first claim of a chat's
+   * sends ends its slot's set-aside (that relay opens the chat, or leaves it to be looked at again), so the chat's
+   * other sends, due behind it, hold none (docs/decisions/0013-pacing.md).
+   */
+  slotChats: Set<string>;
   /** The pending wake set by {@link Runners.schedule}, if any. */
   timer: NodeJS.Timeout | undefined;
   /** When that wake is due. */
@@ -146,6 +153,7 @@ export function afterLogin(runner: Runner): void {
   runner.loggedOut = false;
   runner.slotCheckAt = 0;
   runner.slotsReleased.clear();
+  runner.slotChats.clear();
   runner.logins += 1;
 }
 
@@ -158,14 +166,34 @@ export function afterLogout(runner: Runner): void {
   forgetLastRelay(runner);
   runner.loggedOut = true;
   runner.slotsReleased.clear();
+  runner.slotChats.clear();
 }
 
 /**
- * Job `id` was canceled before its claim: when it was a send released for a new-chat slot, the slot set aside for it
- * is free again and the window is looked at in the next pass. @returns true then (the caller wakes the queue).
+ * Job `id` was canceled before its claim: when it was a send released for a new-chat slot, and the last released
+ * send of its chat not claimed, the slot set aside for that chat is free again and the window is looked at in the
+ * next pass. @returns true then (the caller wakes the queue).
  */
 export function unreleased(runner: Runner, id: string): boolean {
+  const chat = runner.slotsReleased.get(id);
+  if (chat === undefined) return false;
+  runner.slotsReleased.delete(id);
+  if (!runner.slotChats.has(chat)) return false;
+  for (const other of runner.slotsReleased.values()) if (other === chat) return false;
+  runner.slotChats.delete(chat);
+  runner.slotCheckAt = 0;
+  return true;
+}
+
+/**
+ * Job `id` (going to `chat`) was claimed: when it was a send released for a new-chat slot, it is no longer one
+ * released and not claimed, and its chat's slot is no longer set aside (its relay opens the chat, or leaves the slot
+ * to be looked at again), so the window is looked at again after its relay. @returns true then: held for a slot again,
+ * it keeps its place.
+ */
+export function claimedReleased(runner: Runner, id: string, chat: string): boolean {
   if (!runner.slotsReleased.delete(id)) return false;
+  runner.slotChats.delete(chat);
   runner.slotCheckAt = 0;
   return true;
 }
@@ -288,7 +316,8 @@ export class Runners {
         immediate: 0,
         deferred: false,
         slotCheckAt: 0,
-        slotsReleased: new Set(),
+        slotsReleased: new Map(),
+        slotChats: new Set(),
         timer: undefined,
         timerAt: 0,
         nextAllowedAt: 0,

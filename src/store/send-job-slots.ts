@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { SendJobStatus } from '../domain/sends.ts';
+import { compiledStatement, compiledWithLimit } from './compiled.ts';
 import type { Database } from './schema.ts';
 
 /**
@@ -19,54 +20,98 @@ export const SLOT_WAIT = 2 ** 50;
 /** `pending` as a literal, for the `send_jobs_due` index (src/store/send-job-claims.ts says why). */
 const PENDING = sql.lit<SendJobStatus>('pending');
 
+/** A send released by {@link releaseSlotWaiters}: its id and the chat it goes to (`send_jobs.chat`). */
+export interface ReleasedSlotWaiter {
+  id: string;
+  chat: string;
+}
+
+interface ReleaseArgs extends Record<string, unknown> {
+  instanceId: string;
+  now: number;
+}
+
+type ReleasedRow = { id: string; chat: string; run_at: number | string; seq: number | string };
+
+/** Every waiting send of the instance, back to its place (no cap). */
+const releaseAll = compiledStatement<ReleaseArgs, ReleasedRow>((db, arg) =>
+  db
+    .updateTable('send_jobs')
+    .set({ run_at: sql<number>`run_at - ${SLOT_WAIT}`, updated_at: arg('now') })
+    .where('instance_id', '=', arg('instanceId'))
+    .where('status', '=', PENDING)
+    .where('run_at', '>=', SLOT_WAIT)
+    .returning(['id', 'chat', 'run_at', 'seq']),
+);
+
 /**
- * Releases the first `limit` of the instance's sends waiting for a new-chat slot (all of them when `limit` is
- * undefined), in the order they wait (`run_at`, then `seq`): each gets back the `run_at` it waited with (its place,
- * the time its slot was first expected), so it is due from then on in that place and claimed in its turn, its claim
- * checking the cap again; `now` (epoch ms) is its `updated_at`. With a `limit`, two statements, each reading only the
- * sends it releases: the first ones read through `send_jobs_due`, then released by their keys (a send canceled in
- * between is left canceled, and not returned); without one, one statement over the instance's waiting sends.
- * @returns the ids released, in that order, and whether more may still wait (the first read found `limit` sends).
+ * The waiting sends of the instance's first `limit` chats in wait order, back to their places: the chats are those of
+ * the waiting sends no waiting send to the same chat comes before (the first of each chat), in their order through
+ * `send_jobs_due`, and every waiting send to one of them is released.
+ */
+const releaseFirstChats = compiledWithLimit<ReleaseArgs, ReleasedRow>((db, arg, limit) =>
+  db
+    .updateTable('send_jobs')
+    .set({ run_at: sql<number>`run_at - ${SLOT_WAIT}`, updated_at: arg('now') })
+    .where('instance_id', '=', arg('instanceId'))
+    .where('status', '=', PENDING)
+    .where('run_at', '>=', SLOT_WAIT)
+    .where('chat', 'in', (inner) =>
+      inner
+        .selectFrom('send_jobs as w')
+        .select('w.chat')
+        .where('w.instance_id', '=', arg('instanceId'))
+        .where('w.status', '=', PENDING)
+        .where('w.run_at', '>=', SLOT_WAIT)
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('send_jobs as e')
+                .select(sql.lit(1).as('one'))
+                .where('e.instance_id', '=', arg('instanceId'))
+                .where('e.status', '=', PENDING)
+                .where('e.run_at', '>=', SLOT_WAIT)
+                // Bounds the index range to the sends before it, as the exact order below cannot.
+                .where('e.run_at', '<=', sql.ref<number>('w.run_at'))
+                .where(sql<boolean>`e.chat = w.chat`)
+                .where(sql<boolean>`(e.run_at < w.run_at or (e.run_at = w.run_at and e.seq < w.seq))`),
+            ),
+          ),
+        )
+        .orderBy('w.run_at')
+        .orderBy('w.seq')
+        .limit(limit),
+    )
+    .returning(['id', 'chat', 'run_at', 'seq']),
+);
+
+/**
+ * Releases the instance's sends waiting for a new-chat slot, by chat: those of the first `limit` chats they go to
+ * (`send_jobs.chat`), in the order the chats first wait (`run_at`, then `seq`, of each chat's first waiting send), all
+ * of them when `limit` is undefined. Every waiting send to such a chat is released with it: sends to one new chat open
+ * one chat between them, the first relayed opens it and the others go to a known chat, so a chat takes one slot
+ * (docs/decisions/0013-pacing.md). Each gets back the `run_at` it waited with (its place, the time its slot was first
+ * expected), so it is due from then on in that place and claimed in its turn, its claim checking the cap again; `now`
+ * (epoch ms) is its `updated_at`. One compiled statement either way, reading the instance's waiting sends through
+ * `send_jobs_due` (with a limit: the first send of each chat until `limit` chats, then the chats' waiting sends).
+ * @returns the sends released, in their order (`run_at`, then `seq`), and whether more may still wait (`limit` chats
+ *   released).
+ * @throws the store's error.
  */
 export async function releaseSlotWaiters(
   db: Kysely<Database>,
   instanceId: string,
   now: number,
   limit?: number,
-): Promise<{ ids: string[]; more: boolean }> {
-  if (limit !== undefined && limit <= 0) return { ids: [], more: true };
-  let more = false;
-  let release = db
-    .updateTable('send_jobs')
-    .set({ run_at: sql<number>`run_at - ${SLOT_WAIT}`, updated_at: now })
-    .where('instance_id', '=', instanceId);
-  if (limit === undefined) release = release.where('status', '=', PENDING).where('run_at', '>=', SLOT_WAIT);
-  else {
-    const first = await db
-      .selectFrom('send_jobs')
-      .select('id')
-      .where('instance_id', '=', instanceId)
-      .where('status', '=', PENDING)
-      .where('run_at', '>=', SLOT_WAIT)
-      .orderBy('run_at')
-      .orderBy('seq')
-      .limit(limit)
-      .execute();
-    if (first.length === 0) return { ids: [], more };
-    more = first.length === limit;
-    // By their keys; still waiting (the status and the wait bound, not written into the text: the key decides).
-    release = release
-      .where(
-        'id',
-        'in',
-        first.map((row) => row.id),
-      )
-      .where('status', '=', 'pending')
-      .where('run_at', '>=', SLOT_WAIT);
-  }
-  const rows = await release.returning(['id', 'run_at', 'seq']).execute();
-  const ids = rows
+): Promise<{ released: ReleasedSlotWaiter[]; more: boolean }> {
+  if (limit !== undefined && limit <= 0) return { released: [], more: true };
+  const { rows } =
+    limit === undefined
+      ? await releaseAll.run(db, { instanceId, now })
+      : await releaseFirstChats.run(db, { instanceId, now }, limit);
+  const released = rows
     .sort((a, b) => Number(a.run_at) - Number(b.run_at) || Number(a.seq) - Number(b.seq))
-    .map((row) => row.id);
-  return { ids, more };
+    .map((row) => ({ id: row.id, chat: row.chat }));
+  const more = limit !== undefined && new Set(released.map((send) => send.chat)).size >= limit;
+  return { released, more };
 }

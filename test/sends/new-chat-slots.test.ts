@@ -11,7 +11,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { KyselyPlugin } from 'kysely';
+import { encodeSendPayload } from '../../src/sends/payload.ts';
 import type { SendQueue } from '../../src/sends/queue.ts';
+import { claimedReleased, Runners, unreleased } from '../../src/sends/runners.ts';
+import { releaseSlotWaiters, SLOT_WAIT } from '../../src/store/send-job-slots.ts';
 import { cancelSendJob, insertSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
@@ -45,9 +48,32 @@ for (const dialect of testDialects()) {
     };
     /** How many reads of the first pending job the drains had made when each send was relayed. */
     const readsAtRelay = new Map<string, number>();
+    /** A message in `chat` stored at `at`, as the recorder stores a relayed one or one received. */
+    const storeMessage = (id: string, chat: string, fromMe: boolean, at: number) =>
+      t.services.store.db
+        .insertInto('messages')
+        .values({
+          instance_id: t.instance.id,
+          id,
+          chat,
+          sender: chat,
+          from_me: fromMe ? 1 : 0,
+          is_group: 0,
+          type: 'text',
+          content: JSON.stringify({ kind: 'text', text: id }),
+          push_name: '',
+          timestamp: at,
+          state: fromMe ? 'sent' : 'delivered',
+          state_at: at,
+          created_at: at,
+        })
+        .execute();
+    // The relayed message is stored in its chat, as the engine's own `message` event has it recorded: a later send to
+    // that chat goes to a known chat.
     const session = fakeSession(async (message) => {
       relayed.push([message.id ?? '', t.clock()]);
       readsAtRelay.set(message.id ?? '', firstReads);
+      await storeMessage(message.id ?? '', message.to, true, t.clock());
       return { id: message.id ?? '', timestamp: t.clock() };
     });
     /** A new queue for the test instance, as a new holder (a restart) starts one. */
@@ -55,11 +81,14 @@ for (const dialect of testDialects()) {
       testQueue(t.clock, t.services.store.db.withPlugin(counting), t.instance.id, session);
 
     /** Stores a queued send `id` to new chat number `n`, or to the known chat. */
-    const add = (id: string, n: number | 'known') =>
-      insertSendJob(t.services.store.db, {
+    const add = (id: string, n: number | 'known') => {
+      const chat = n === 'known' ? KNOWN : `551188880${String(n).padStart(4, '0')}@s.whatsapp.net`;
+      return insertSendJob(t.services.store.db, {
         ...textJob(t.instance.id, id, 'async', t.clock()),
-        chat: n === 'known' ? KNOWN : `551188880${String(n).padStart(4, '0')}@s.whatsapp.net`,
+        chat,
+        payload: encodeSendPayload({ to: chat, content: { kind: 'text', text: id, linkPreview: false } }),
       });
+    };
     const row = async (id: string) => {
       const stored = await t.services.store.db
         .selectFrom('send_jobs')
@@ -96,24 +125,7 @@ for (const dialect of testDialects()) {
       t = await createTestApp({ dialect });
       t.clock.set(T0);
       // The known chat has a message: sends to it open no chat.
-      await t.services.store.db
-        .insertInto('messages')
-        .values({
-          instance_id: t.instance.id,
-          id: 'KNOWN-CHAT-MESSAGE',
-          chat: KNOWN,
-          sender: KNOWN,
-          from_me: 0,
-          is_group: 0,
-          type: 'text',
-          content: JSON.stringify({ kind: 'text', text: 'hello' }),
-          push_name: '',
-          timestamp: T0 - 30 * DAY,
-          state: 'delivered',
-          state_at: T0 - 30 * DAY,
-          created_at: T0 - 30 * DAY,
-        })
-        .execute();
+      await storeMessage('KNOWN-CHAT-MESSAGE', KNOWN, false, T0 - 30 * DAY);
       queue = newQueue();
     });
     after(async () => {
@@ -220,6 +232,129 @@ for (const dialect of testDialects()) {
       assert.deepEqual(ids(3), ['3EB0SLOT00000000000B4', '3EB0SLOT00000000000B5']);
     });
 
+    it('sends to one new chat waiting for a slot are released together, on one slot', async () => {
+      await queue.stop();
+      await t.services.store.db.deleteFrom('send_jobs').where('instance_id', '=', t.instance.id).execute();
+      queue = newQueue();
+      relayed.length = 0;
+      const start = T0 + 30 * DAY;
+      t.clock.set(start);
+      await drain(1, pace(1));
+      // One relay opens a chat and fills the window; then two sends to one new chat wait, with a send to another new
+      // chat between them and one to a third after them.
+      await add('3EB0SLOT00000000000D0', 300);
+      await add('3EB0SLOT00000000000D1', 301);
+      await add('3EB0SLOT00000000000D2', 302);
+      await add('3EB0SLOT00000000000D3', 301);
+      await add('3EB0SLOT00000000000D4', 303);
+      await drain();
+      assert.deepEqual(ids(0), ['3EB0SLOT00000000000D0']);
+
+      // The slot frees: the first chat waiting takes it, with both its sends. The first relayed opens the chat, the
+      // second goes to a known chat and needs no slot of its own: it does not wait another day, nor take the next
+      // slot from the chat waiting behind.
+      const frees = start + DAY + 1;
+      t.clock.set(frees);
+      await drain();
+      assert.deepEqual(relayed.slice(1), [
+        ['3EB0SLOT00000000000D1', frees],
+        ['3EB0SLOT00000000000D3', frees],
+      ]);
+      for (const id of ['3EB0SLOT00000000000D1', '3EB0SLOT00000000000D3'])
+        assert.deepEqual(await row(id), { status: 'sent', attempts: 1, updatedAt: frees, sentAt: frees });
+      for (const id of ['3EB0SLOT00000000000D2', '3EB0SLOT00000000000D4'])
+        assert.deepEqual(
+          await row(id),
+          { status: 'pending', attempts: 0, updatedAt: start, sentAt: null },
+          `${id} not claimed: the one slot went to the chat before it`,
+        );
+      const opened = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select('id')
+        .where('instance_id', '=', t.instance.id)
+        .where('new_chat', '=', 1)
+        .orderBy('seq')
+        .execute();
+      assert.deepEqual(
+        opened.map((job) => job.id),
+        ['3EB0SLOT00000000000D0', '3EB0SLOT00000000000D1'],
+        'one chat opened per slot',
+      );
+
+      // The next slot goes to the next chat waiting, the one after to the last.
+      t.clock.set(frees + DAY + 1);
+      await drain();
+      assert.deepEqual(ids(3), ['3EB0SLOT00000000000D2']);
+      assert.deepEqual(await row('3EB0SLOT00000000000D4'), {
+        status: 'pending',
+        attempts: 0,
+        updatedAt: start,
+        sentAt: null,
+      });
+      t.clock.set(frees + 2 * DAY + 2);
+      await drain();
+      assert.deepEqual(ids(4), ['3EB0SLOT00000000000D4']);
+    });
+
+    it('the release takes the first chats in wait order with every waiting send of each', async () => {
+      await queue.stop();
+      const db = t.services.store.db;
+      await db.deleteFrom('send_jobs').where('instance_id', '=', t.instance.id).execute();
+      const chat = (n: number) => `551188880${String(n).padStart(4, '0')}@s.whatsapp.net`;
+      const now = T0 + 40 * DAY;
+      // Waiting, in wait order (place, then acceptance): chat 401 twice, around 402; 403 last. 402's first send has
+      // the place of 401's second, accepted after it, so chat 401 comes first by acceptance; 404 is not waiting.
+      const waiting: [string, number, number][] = [
+        ['3EB0SLOT00000000000E1', 401, now - 3],
+        ['3EB0SLOT00000000000E2', 401, now - 2],
+        ['3EB0SLOT00000000000E3', 402, now - 2],
+        ['3EB0SLOT00000000000E4', 401, now - 1],
+        ['3EB0SLOT00000000000E5', 403, now - 1],
+      ];
+      for (const [id, n, place] of waiting)
+        await insertSendJob(db, {
+          ...textJob(t.instance.id, id, 'async', place),
+          chat: chat(n),
+          runAt: SLOT_WAIT + place,
+        });
+      await insertSendJob(db, {
+        ...textJob(t.instance.id, '3EB0SLOT00000000000E6', 'async', now),
+        chat: chat(401),
+      });
+      const runAt = async (id: string) =>
+        Number(
+          (await db.selectFrom('send_jobs').select('run_at').where('id', '=', id).executeTakeFirstOrThrow())
+            .run_at,
+        );
+
+      assert.deepEqual(await releaseSlotWaiters(db, t.instance.id, now, 1), {
+        released: [
+          { id: '3EB0SLOT00000000000E1', chat: chat(401) },
+          { id: '3EB0SLOT00000000000E2', chat: chat(401) },
+          { id: '3EB0SLOT00000000000E4', chat: chat(401) },
+        ],
+        more: true,
+      });
+      for (const [id, n, place] of waiting)
+        assert.equal(
+          await runAt(id),
+          n === 401 ? place : SLOT_WAIT + place,
+          `${id}: only chat 401's sends released`,
+        );
+      assert.equal(await runAt('3EB0SLOT00000000000E6'), now, 'a send not waiting is not touched');
+      // Three slots, two chats left to take them: the rest, and none waits any more.
+      assert.deepEqual(await releaseSlotWaiters(db, t.instance.id, now, 3), {
+        released: [
+          { id: '3EB0SLOT00000000000E3', chat: chat(402) },
+          { id: '3EB0SLOT00000000000E5', chat: chat(403) },
+        ],
+        more: false,
+      });
+      for (const [id, , place] of waiting) assert.equal(await runAt(id), place, id);
+      await db.deleteFrom('send_jobs').where('instance_id', '=', t.instance.id).execute();
+      queue = newQueue();
+    });
+
     it("the wake for a freed slot is kept when a scheduled send's earlier wake took its place", async () => {
       await queue.stop();
       await t.services.store.db.deleteFrom('send_jobs').where('instance_id', '=', t.instance.id).execute();
@@ -263,3 +398,39 @@ for (const dialect of testDialects()) {
     });
   });
 }
+
+describe('the slots set aside for released sends are counted per chat', () => {
+  it('a chat holds one slot until the first claim of its sends, or the cancel of its last one', () => {
+    const runners = new Runners(
+      () => 0,
+      () => undefined,
+    );
+    const runner = runners.get('i-1');
+    const release = (id: string, chat: string) => {
+      runner.slotsReleased.set(id, chat);
+      runner.slotChats.add(chat);
+    };
+    release('X1', 'x');
+    release('X2', 'x');
+    release('Y1', 'y');
+    assert.equal(runner.slotChats.size, 2, 'two chats, two slots');
+    // One of a chat's two sends canceled: the other still needs the slot.
+    runner.slotCheckAt = Number.POSITIVE_INFINITY;
+    assert.equal(unreleased(runner, 'X1'), false);
+    assert.deepEqual([...runner.slotChats], ['x', 'y']);
+    assert.equal(runner.slotCheckAt, Number.POSITIVE_INFINITY);
+    // Its claim ends the chat's slot; a later send of the chat claimed still keeps its place if held again.
+    release('X3', 'x');
+    assert.equal(claimedReleased(runner, 'X2', 'x'), true);
+    assert.deepEqual([...runner.slotChats], ['y']);
+    assert.equal(runner.slotCheckAt, 0, 'the window is looked at again');
+    assert.equal(claimedReleased(runner, 'X3', 'x'), true);
+    assert.deepEqual([...runner.slotChats], ['y']);
+    // The last send of a chat canceled: its slot is free again.
+    runner.slotCheckAt = Number.POSITIVE_INFINITY;
+    assert.equal(unreleased(runner, 'Y1'), true);
+    assert.equal(runner.slotChats.size, 0);
+    assert.equal(runner.slotCheckAt, 0);
+    assert.equal(claimedReleased(runner, 'K1', 'k'), false, 'a send never released');
+  });
+});
