@@ -26,6 +26,11 @@ const PEER = '5511988880005';
 const ACCOUNT = '5511920000099';
 /** One message from the user every this many ms. */
 const STREAM_EVERY_MS = 250;
+/**
+ * How long the link before the outage may take, ms: setup, not what is tested; a login on a loaded machine took over
+ * the default 20 s (as test/nodes/live-cluster.ts allows 90 s for its links).
+ */
+const LINK_WAIT_MS = 90_000;
 
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`a PostgreSQL outage under live inbound traffic (${dialect})`, () => {
@@ -69,10 +74,14 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       assert.equal(qr.status, 200, JSON.stringify(qr.body));
       const scan = await control(sim, 'POST', '/scan', { code: qr.body.data.code, phone: ACCOUNT });
       assert.equal(scan.status, 200, JSON.stringify(scan.body));
-      await until('the instance linked', async () => {
-        const status = (await get(`/v1/session/status${from}`)).body.data;
-        return status?.connected === true && status.loggedIn === true ? true : undefined;
-      });
+      await until(
+        'the instance linked',
+        async () => {
+          const status = (await get(`/v1/session/status${from}`)).body.data;
+          return status?.connected === true && status.loggedIn === true ? true : undefined;
+        },
+        LINK_WAIT_MS,
+      );
 
       // The user writes one message every STREAM_EVERY_MS through the simulator, all along.
       const written: { id: string; at: number }[] = [];

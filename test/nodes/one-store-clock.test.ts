@@ -86,6 +86,9 @@ for (const dialect of testDialects()) {
           return row?.locked_at ?? undefined;
         });
         near(claimed, Date.now() + SKEW_MS, "the webhook worker's claim");
+        // the claim is written before the request reaches the receiver: released before it arrived, the request
+        // would be held until WEBHOOK_TIMEOUT_SECONDS ran out (a minute on SQLite in CI)
+        await eventually('the claimed delivery at the receiver', () => held.length > 0);
         for (const release of held) release({ status: 200, body: 'ok' });
         await running;
       } finally {
