@@ -404,6 +404,7 @@ describe('the slots set aside for released sends are counted per chat', () => {
     const runners = new Runners(
       () => 0,
       () => undefined,
+      () => true,
     );
     const runner = runners.get('i-1');
     const release = (id: string, chat: string) => {
