@@ -64,17 +64,13 @@ for (const dialect of testDialects()) {
       );
       assert.equal(res.status, 202, JSON.stringify(res.body));
       const id: string = res.body.data.id;
-      const final = await until(
-        'the job to end',
-        async () => {
-          // parley's clock is frozen in these tests: let the retry's backoff pass.
-          app.t.clock.advance(500);
-          const got = await app.live('GET', `/v1/messages/${id}`);
-          const status = got.body?.data?.status;
-          return status === 'pending' || status === undefined ? undefined : got.body.data;
-        },
-        30_000,
-      );
+      const final = await until('the job to end', async () => {
+        // parley's clock is frozen in these tests: let the retry's backoff pass.
+        app.t.clock.advance(500);
+        const got = await app.live('GET', `/v1/messages/${id}`);
+        const status = got.body?.data?.status;
+        return status === 'pending' || status === undefined ? undefined : got.body.data;
+      });
       assert.equal(outages, 0, 'the outage was hit');
       assert.notEqual(final.status, 'failed', `the job failed for good: ${JSON.stringify(final)}`);
       await until('the image in the inbox', () =>

@@ -22,13 +22,6 @@ import { control, type LiveApp, liveApp, sessionStatuses, statusesUntilConnected
 const SESSIONS = 10;
 
 /**
- * How long links may take, ms: no backoff is involved (the restart after each link reconnects at once), only the
- * key generation and store writes of the pairings, which a loaded 2-core machine makes slow (the live cluster's
- * links have the same bound, test/nodes/live-cluster.ts).
- */
-const LINK_WAIT_MS = 90_000;
-
-/**
  * Baileys' connect timeout (its default `connectTimeoutMs`, which parley keeps), ms: how long a socket may take to
  * open, and then the platform to answer its handshake, before the attempt fails and the session waits its next step.
  */
@@ -92,18 +85,14 @@ function backWithinMs(downMs: number): number {
 
 /**
  * Calls `request` until it answers something other than a 503 (the store busy past its wait, or the platform not
- * answering a connect within its deadline: both last on a loaded machine, docs/decisions/0011-store-faults.md), at
- * most {@link LINK_WAIT_MS}; fails the test with the body of any answer but a 200.
+ * answering a connect within its deadline: both last on a loaded machine, docs/decisions/0011-store-faults.md), up
+ * to {@link until}'s safety net; fails the test with the body of any answer but a 200.
  */
 async function settled(what: string, request: () => Promise<ApiResponse>): Promise<ApiResponse> {
-  const answer = await until(
-    `${what} answered`,
-    async () => {
-      const got = await request();
-      return got.status === 503 ? undefined : got;
-    },
-    LINK_WAIT_MS,
-  );
+  const answer = await until(`${what} answered`, async () => {
+    const got = await request();
+    return got.status === 503 ? undefined : got;
+  });
   assert.equal(answer.status, 200, `${what}: ${JSON.stringify(answer.body)}`);
   return answer;
 }
@@ -158,7 +147,7 @@ for (const dialect of testDialects()) {
           assert.equal(scan.status, 200, JSON.stringify(scan.body));
         }),
       );
-      await until('every session logged in', allBack, LINK_WAIT_MS);
+      await until('every session logged in', allBack);
 
       const port = sim.port;
       // Every session's series of reconnects begins after this instant.
@@ -245,7 +234,7 @@ for (const dialect of testDialects()) {
       const scan = await control(sim, 'POST', '/scan', { code: qr.body.data.code, phone });
       assert.equal(scan.status, 200, JSON.stringify(scan.body));
       // The link's last status: the socket opened after the restart that follows the scan.
-      const linked = await statusesUntilConnected(linking, LINK_WAIT_MS);
+      const linked = await statusesUntilConnected(linking);
 
       const port = sim.port;
       const downAt = Date.now();

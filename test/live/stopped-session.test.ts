@@ -118,14 +118,10 @@ for (const dialect of testDialects()) {
         [503, '2', { error: { code: 503, message: 'not connected to the platform right now' } }],
         'coming back by itself: retry shortly',
       );
-      const stopped = await until(
-        'the refusals stop the session',
-        async () => {
-          const s = await app.status();
-          return /refused the login 3 times in a row/.test(s.reason ?? '') ? s : undefined;
-        },
-        60_000,
-      );
+      const stopped = await until('the refusals stop the session', async () => {
+        const s = await app.status();
+        return /refused the login 3 times in a row/.test(s.reason ?? '') ? s : undefined;
+      });
       assertStopped(await send(friend, 'after the refusals'), stopped.reason ?? '');
       assert.equal((await control(sim, 'POST', '/faults', { phone: account, kind: 'unblock' })).status, 200);
     });

@@ -165,28 +165,20 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
 
       // Every message the user wrote is stored exactly once (primary key) and delivered under one webhook-id.
       const ids = written.map((w) => w.id);
-      await until(
-        'every written message stored',
-        async () => {
-          const stored = await storedIds();
-          return ids.every((id) => stored.has(id)) ? true : undefined;
-        },
-        60_000,
-      ).catch(async (error: unknown) => {
+      await until('every written message stored', async () => {
+        const stored = await storedIds();
+        return ids.every((id) => stored.has(id)) ? true : undefined;
+      }).catch(async (error: unknown) => {
         const stored = await storedIds();
         throw new Error(
           `${(error as Error).message}; missing ${JSON.stringify(ids.filter((id) => !stored.has(id)))}; ${currentNode.stderr()}`,
         );
       });
       const webhookIds = () => webhookIdsByMessage(receiver?.requests ?? []);
-      await until(
-        'every written message delivered',
-        () => {
-          const delivered = webhookIds();
-          return ids.every((id) => delivered.has(id)) ? true : undefined;
-        },
-        60_000,
-      );
+      await until('every written message delivered', () => {
+        const delivered = webhookIds();
+        return ids.every((id) => delivered.has(id)) ? true : undefined;
+      });
       const delivered = webhookIds();
       for (const id of ids) assert.equal(delivered.get(id)?.size, 1, `${id}: one webhook-id`);
       t.diagnostic(`messages written: ${ids.length}, stored and delivered: ${ids.length}`);

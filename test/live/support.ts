@@ -13,10 +13,22 @@ import type { ApiResponse, ManualClock, TestApp, TestAppOptions } from '../suppo
 import type { TestDialect, TestStore } from '../support/store.ts';
 import { createWebhookApp } from '../webhooks/support.ts';
 
-/** Default wait for a condition, ms. */
-export const WAIT_MS = 20_000;
+/**
+ * The safety net of a wait for a condition ({@link until}, {@link waitForStatus}), ms: not a speed check. A wait ends
+ * as soon as its condition holds; this bound only turns a condition that never comes into a failure naming what was
+ * awaited. What the live tests wait for (a pairing, a login, a webhook, a stored row) has no bound of its own worth
+ * checking here, only key generation, handshakes and store writes that a loaded 2-core machine makes slow (links of
+ * the live cluster took past 30 s in a full run, test/nodes/live-cluster.ts; a fixed 20 s failed under load). So it
+ * sits well above that, and under the runner's bound on each test (scripts/test.js, 10 minutes), whose cancellation
+ * would not name what was awaited. A test that checks a bound (a reconnect within its backoff, a close within its
+ * handshake) passes that bound instead.
+ */
+export const WAIT_MS = 120_000;
 
-/** Re-checks `check` every 25 ms until it returns a value other than undefined; fails after `ms` naming `what`. */
+/**
+ * Re-checks `check` every 25 ms until it returns a value other than undefined, and resolves with that value; fails
+ * after `ms` (default {@link WAIT_MS}, a safety net) naming `what`.
+ */
 export async function until<T>(
   what: string,
   check: () => Promise<T | undefined> | T | undefined,
@@ -169,15 +181,11 @@ export async function pairLive(
 }
 
 /**
- * The safety net of a wait for a session's status ({@link waitForStatus}), ms: not a speed check. The wait ends as
- * soon as the status shows what it waits for; this bound only turns a session that never gets there into a failure
- * naming its last status. A pairing or a login has no bound of its own worth checking here (no backoff is involved in
- * a pairing: the restart after the link reconnects at once), only key generation, handshakes and store writes that a
- * loaded 2-core machine makes slow (links of the live cluster took past 30 s in a full run, test/nodes/live-cluster.ts;
- * a fixed 20 s failed under load). So it sits well above that, and under the runner's bound on each test
- * (scripts/test.js, 10 minutes), whose cancellation would not name the status.
+ * The safety net of a wait for a session's status ({@link waitForStatus}), ms: {@link WAIT_MS}. A pairing or a login
+ * has no bound of its own worth checking here (no backoff is involved in a pairing: the restart after the link
+ * reconnects at once).
  */
-export const STATUS_WAIT_MS = 120_000;
+export const STATUS_WAIT_MS = WAIT_MS;
 
 /**
  * How often {@link waitForStatus} reads the status when no committed status change told it to, ms: a change no event
@@ -251,7 +259,7 @@ export async function sessionStatuses(app: LiveApp): Promise<{ status: string; r
 
 /**
  * How many `SessionStatus` events are recorded for `app`'s instance once the last is `connected` (waited for up to
- * `ms`): the status endpoint can read as connected a moment before that event is recorded, so a test counting the
+ * `ms`, default the safety net {@link WAIT_MS}): the status endpoint can read as connected a moment before that event is recorded, so a test counting the
  * events that follow waits here first.
  */
 export function statusesUntilConnected(app: LiveApp, ms = WAIT_MS): Promise<number> {

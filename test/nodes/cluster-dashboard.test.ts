@@ -4,7 +4,7 @@ import { adminCreateUser } from '../../src/app/users.ts';
 import { sseReader } from '../support/sse.ts';
 import { testDialects } from '../support/store.ts';
 import { type Child, until } from '../webhooks/child.ts';
-import { type Cluster, call, owners, startCluster, stopAll } from './support.ts';
+import { type Cluster, call, owners, startCluster, stopAll, WAIT_MS } from './support.ts';
 
 /**
  * The dashboard on several nodes (docs/decisions/0022-dashboard.md, docs/decisions/0008-leases-and-fencing.md), end
@@ -177,7 +177,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
             qr = await dashboard(via, browser, 'GET', `/instances/${id}/qr`);
             return qr.status === 200;
           },
-          15_000,
+          WAIT_MS,
           `the QR code through ${via.workerId}`,
         );
         assert.match(qr.body.data.qrCode, /^data:image\/png;base64,/);

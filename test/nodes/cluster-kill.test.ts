@@ -92,7 +92,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
         t.diagnostic(`failover of ${id}: ${ms} ms`);
       }
       // Some more traffic on the new owners, then stop.
-      await traffic.more(12, 10_000, 'traffic after failover');
+      await traffic.more(12, 'traffic after failover');
       await traffic.stop();
       // Only requests in flight on the dead node (received by it, or forwarded to it) may have failed.
       const failedElsewhere = outcomes.filter(

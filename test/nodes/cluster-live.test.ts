@@ -85,7 +85,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       for (const [id, ms] of await assertFailover(outcomes, victimInstances, killedAt, ['send'])) {
         t.diagnostic(`live failover of ${id}: ${ms} ms`);
       }
-      await traffic.more(TRAFFIC, 15_000, 'traffic after failover');
+      await traffic.more(TRAFFIC, 'traffic after failover');
       await traffic.stop();
       const most = await sockets.stop();
       assert.deepEqual([...most.values()], [1, 1, 1], 'never two sockets for one account');
@@ -138,7 +138,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const terminating = Date.now();
       assert.equal(await leaving.terminate(), 0);
       t.diagnostic(`SIGTERM to exit: ${Date.now() - terminating} ms`);
-      await traffic.more(TRAFFIC, 15_000, 'traffic after the hand-over');
+      await traffic.more(TRAFFIC, 'traffic after the hand-over');
       await traffic.stop();
       const most = await sockets.stop();
       assert.deepEqual([...most.values()], [1, 1, 1], 'never two sockets for one account');

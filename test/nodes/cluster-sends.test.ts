@@ -4,7 +4,7 @@ import { control } from '../live/support.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
 import { LIVE_PEER, type LiveCluster, startLiveCluster } from './live-cluster.ts';
-import { stoppedAfterEach } from './support.ts';
+import { stoppedAfterEach, WAIT_MS } from './support.ts';
 
 /**
  * Sends as jobs across a node's death (docs/decisions/0009-sends-as-jobs.md): 40 live sends queued on the node that
@@ -61,7 +61,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
             .where('status', '=', 'sent')
             .execute()
         ).length;
-      await eventually('a few relays before the kill', async () => (await sentCount()) >= 3, 30_000);
+      await eventually('a few relays before the kill', async () => (await sentCount()) >= 3, WAIT_MS);
       await victim.kill();
       const atKill = await sentCount();
       t.diagnostic(`${atKill} of ${QUEUED} sent when the node was killed`);
@@ -70,7 +70,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       await eventually(
         'every queued send relayed by the new owner',
         async () => (await sentCount()) === QUEUED,
-        90_000,
+        WAIT_MS,
       );
       const inbox = await eventually(
         'every id in the inbox',
@@ -81,7 +81,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
           );
           return entries.length >= QUEUED ? entries : undefined;
         },
-        30_000,
+        WAIT_MS,
       );
       assert.deepEqual(
         inbox.map((entry) => entry.id).sort(),

@@ -37,7 +37,7 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
       const code = await leaving.terminate();
       t.diagnostic(`SIGTERM to exit: ${Date.now() - terminating} ms`);
       assert.equal(code, 0);
-      await traffic.more(24, 15_000, 'traffic after the hand-over');
+      await traffic.more(24, 'traffic after the hand-over');
       await traffic.stop();
       assert.deepEqual(
         outcomes.filter((o) => o.status !== 200),

@@ -15,6 +15,7 @@ import {
   startCluster,
   startTraffic,
   stopAll,
+  WAIT_MS,
 } from './support.ts';
 
 /**
@@ -78,7 +79,7 @@ export function haproxySuite(): void {
         const front = { port, workerId: 'haproxy' };
         await until(
           async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200,
-          10_000,
+          WAIT_MS,
           'HAProxy answers',
         );
         const traffic = await startTraffic(cluster, { atLeast: 24, through: [front] });
@@ -86,7 +87,7 @@ export function haproxySuite(): void {
         const leaving = cluster.nodes[2];
         assert.ok(leaving);
         assert.equal(await leaving.terminate(), 0);
-        await traffic.more(24, 15_000, 'traffic after the hand-over');
+        await traffic.more(24, 'traffic after the hand-over');
         await traffic.stop();
         assert.deepEqual(
           outcomes.filter((o) => o.status !== 200),

@@ -16,6 +16,7 @@ import {
   type StreamRequest,
   startNodes,
   stopAll,
+  WAIT_MS,
 } from './support.ts';
 
 /**
@@ -26,12 +27,6 @@ import {
 
 /** Live instances of a live test cluster: one per node. */
 export const LIVE_INSTANCES = 3;
-
-/**
- * Longest a live instance of the cluster may take to link, ms: a link takes a few seconds, but six nodes, two
- * simulators and PostgreSQL sharing two cores with the other test files took it past 30 s in a full run.
- */
-const LINK_WAIT_MS = 90_000;
 
 /** The simulated user who writes to the live instances and receives their sends. */
 export const LIVE_PEER = '5511988880003';
@@ -95,7 +90,7 @@ export async function startLiveCluster(env: Record<string, string> = {}): Promis
 /**
  * Calls `node`'s API until it answers something other than a 503 (the documented answer to ask again: a node whose
  * lease round ran past its fencing timer, or whose session of the instance was closed as the instance moved on a
- * loaded machine, docs/decisions/0008-leases-and-fencing.md), at most {@link LINK_WAIT_MS}; asserts that answer is a
+ * loaded machine, docs/decisions/0008-leases-and-fencing.md), at most the safety net {@link WAIT_MS}; asserts that answer is a
  * 200 and resolves with it.
  */
 async function untilAnswered(
@@ -111,7 +106,7 @@ async function untilAnswered(
       answer = await node.call(method, path, key, body);
       return answer.status !== 503;
     },
-    LINK_WAIT_MS,
+    WAIT_MS,
     `${method} ${path} answered other than 503`,
   );
   assert.ok(answer);
@@ -121,8 +116,9 @@ async function untilAnswered(
 
 /**
  * Connects `instanceId` through `node`, sets its HMAC key and webhook URL, scans its QR as account `phone` and
- * waits until `node` reports it connected and logged in: {@link LINK_WAIT_MS} at most, a bound on the test's setup,
- * not a figure the tests check (they time the failover). A 503 is asked again at each step ({@link untilAnswered}).
+ * waits until `node` reports it connected and logged in: the safety net {@link WAIT_MS} at most, a bound on the
+ * test's setup, not a figure the tests check (they time the failover). A link takes a few seconds, but six nodes, two
+ * simulators and PostgreSQL sharing two cores with the other test files took it past 30 s in a full run. A 503 is asked again at each step ({@link untilAnswered}).
  */
 async function linkLive(cluster: LiveCluster, node: Child, instanceId: string, phone: string): Promise<void> {
   const from = `?from=${instanceId}`;
@@ -145,7 +141,7 @@ async function linkLive(cluster: LiveCluster, node: Child, instanceId: string, p
       scan = await control(cluster.sim, 'POST', '/scan', { code: qr.body.data.code, phone });
       return scan.status !== 404;
     },
-    LINK_WAIT_MS,
+    WAIT_MS,
     `${phone}: a QR code scanned`,
   );
   assert.equal(scan?.status, 200, JSON.stringify(scan?.body));
@@ -158,7 +154,7 @@ async function linkLive(cluster: LiveCluster, node: Child, instanceId: string, p
       const status = answer.body.data;
       return status.connected === true && status.loggedIn === true;
     },
-    LINK_WAIT_MS,
+    WAIT_MS,
     `${phone} linked`,
   );
 }
@@ -231,7 +227,7 @@ export function watchSockets(cluster: LiveCluster): { stop(): Promise<Map<string
     async stop() {
       await until(
         async () => [...(await poll()).values()].every((count) => count === 1),
-        10_000,
+        WAIT_MS,
         'one socket per account',
       );
       stopped = true;
@@ -256,8 +252,8 @@ export const ACK_GAP_MS = 5000;
 /**
  * The live stream's outcome was kept: every send answered 200 reached {@link LIVE_PEER} from its instance's account
  * (the simulator's inbox), every message the simulator took reached the receiver as a `Message` webhook, each under
- * one webhook-id only (a redelivery repeats it), and everything {@link assertDelivered} checks holds. Waits 30 s
- * at most for each.
+ * one webhook-id only (a redelivery repeats it), and everything {@link assertDelivered} checks holds. Waits for
+ * each up to the safety net {@link WAIT_MS}.
  *
  * One exception, with `killed`: the live engine (Baileys) sends the platform its delivery receipt for a message
  * before parley has stored it, so a message the killed node acknowledged within {@link ACK_GAP_MS} before it died
@@ -281,7 +277,7 @@ export async function assertLiveDelivered(
       inbox = (await control(cluster.sim, 'GET', `/users/${LIVE_PEER}/inbox`)).body;
       return missing().length === 0;
     },
-    30_000,
+    WAIT_MS,
     'every send answered 200 in the recipient inbox',
   ).catch((error: unknown) => {
     throw new Error(`${(error as Error).message}: ${JSON.stringify(missing())}`);
@@ -323,7 +319,7 @@ export async function assertLiveDelivered(
       lost = undelivered.filter((o) => ackedBeforeKill(o) && !stored.has(o.id ?? ''));
       return lost.length === undelivered.length;
     },
-    30_000,
+    WAIT_MS,
     'every inbound message delivered',
   ).catch((error: unknown) => {
     throw new Error(`${(error as Error).message}: ${JSON.stringify(undelivered)}`);

@@ -1,26 +1,20 @@
 import type { AuthenticationCreds, ReachoutTimelockState } from 'baileys';
-import { type DomainError, SessionReleasedError } from '../../domain/errors.ts';
+import { SessionReleasedError } from '../../domain/errors.ts';
 import type { ConnectionState, PairingCode } from '../../domain/messages.ts';
 import type { CloseOptions } from '../engine.ts';
 import { planForClose } from './after-close.ts';
 import { isPaired } from './auth-state.ts';
 import {
-  ConnectAttempts,
   cancelledBy,
   noAnswerWithin,
   type StartAttempt,
   takeLockAndCredentials,
 } from './connect-attempts.ts';
-import { ConnectionReport } from './connection-report.ts';
-import { Credentials } from './credentials.ts';
-import { FirstAnswer } from './first-answer.ts';
 import { createSocket, type LifecycleOptions, QUIESCE_MS } from './lifecycle-options.ts';
+import { LifecycleParts } from './lifecycle-parts.ts';
 import type { Phase } from './phase.ts';
 import { quiesceOrWarn } from './quiesce.ts';
-import { Reconnects } from './reconnects.ts';
 import { logoutWithin, type SocketLike } from './socket.ts';
-import { SocketSlot } from './socket-slot.ts';
-import { Waiters } from './waiters.ts';
 
 /**
  * One instance's socket lifecycle (docs/decisions/0025-live-engine.md): one socket at a time under the store lock, QR
@@ -29,49 +23,38 @@ import { Waiters } from './waiters.ts';
  * connection stayed open `STABLE_OPEN_MS`). Events of a socket that was replaced or ended on purpose are ignored by
  * generation number, and a reconnect that waited on something (a version refresh) opens nothing once a disconnect, a
  * logout, a close or a lost lock ended the connection meanwhile. `connect()` is bounded: before the platform answered
- * once (QR or open), any close or the deadline rejects it (503 when unreachable) and leaves nothing running.
+ * once (QR or open), any close or the deadline rejects it (503 when unreachable) and leaves nothing running. This
+ * class connects and handles each socket's events; its parts and the ways a connection ends (a teardown, a stop, a
+ * failed connect) are lifecycle-parts.ts `LifecycleParts`.
  */
 export class Lifecycle {
-  readonly #o: LifecycleOptions;
-  /** The phase, the reason and cause of the last stop, the QR code, and the states emitted. */
-  readonly #report: ConnectionReport;
-  readonly #slot: SocketSlot;
-  readonly #credentials: Credentials;
-  #generation = 0;
-  readonly #reconnects: Reconnects;
-  readonly #gate = new FirstAnswer();
-  /** The one connection attempt at a time, and what cancelled it (connect-attempts.ts). */
-  readonly #attempts = new ConnectAttempts();
-  readonly #waiters = new Waiters();
+  /** The lifecycle's parts, and the ways its connection ends (lifecycle-parts.ts). */
+  readonly #p: LifecycleParts;
   /** The last reach-out timelock the platform reported (`connection.update.reachoutTimeLock`). */
   reachout: ReachoutTimelockState | undefined;
 
   constructor(options: LifecycleOptions) {
-    this.#o = options;
-    this.#reconnects = new Reconnects(options.version, options.fetchVersion, options.context.logger);
-    this.#credentials = new Credentials(options.context.auth, options.baileysLogger, options.keyCache);
-    this.#slot = new SocketSlot(options.context.logger);
-    this.#report = new ConnectionReport(options.context);
+    this.#p = new LifecycleParts(options);
   }
 
   /** The current phase. */
   get phase(): Phase {
-    return this.#report.phase;
+    return this.#p.report.phase;
   }
 
   /** The socket when the connection is open (sends need it), else null. */
   get openSocket(): SocketLike | null {
-    return this.#report.phase === 'open' ? this.#slot.current : null;
+    return this.#p.report.phase === 'open' ? this.#p.slot.current : null;
   }
 
   /** The current socket in any phase (pairing-code requests need it while pairing). */
   get socket(): SocketLike | null {
-    return this.#slot.current;
+    return this.#p.slot.current;
   }
 
   /** The account's credentials while loaded (own JID, LID, push name). */
   get creds(): AuthenticationCreds | null {
-    return this.#credentials.creds;
+    return this.#p.credentials.creds;
   }
 
   /**
@@ -79,22 +62,22 @@ export class Lifecycle {
    * @throws the store's error.
    */
   rename(name: string): Promise<void> {
-    return this.#credentials.rename(name);
+    return this.#p.credentials.rename(name);
   }
 
   /** The engine state (see `connectionState`); synchronous. */
   state(): ConnectionState {
-    return this.#report.state(this.creds, this.#credentials.paired);
+    return this.#p.state();
   }
 
   /** The current QR code while pairing (docs/decisions/0016-session-lifecycle.md), else null. */
   pairingCode(): PairingCode | null {
-    return this.#report.pairingCode();
+    return this.#p.report.pairingCode();
   }
 
   /** Reads whether paired credentials exist, once, without opening anything (so states emitted are right). */
   async loadSummary(): Promise<void> {
-    await this.#credentials.summarise();
+    await this.#p.credentials.summarise();
   }
 
   /**
@@ -109,50 +92,50 @@ export class Lifecycle {
    *   platform_refused (502) for a refusal (close codes).
    */
   async connect(): Promise<void> {
-    const running = this.#attempts.running;
+    const running = this.#p.attempts.running;
     if (running) {
       if (!running.cancelled) return running.done;
       await running.done.catch(() => undefined);
       return this.connect();
     }
-    const { phase } = this.#report;
+    const { phase } = this.#p.report;
     if (phase !== 'idle' && phase !== 'stopped') {
-      if (this.#report.unrecorded) await this.#emitState();
+      if (this.#p.report.unrecorded) await this.#p.emitState();
       return;
     }
-    return this.#attempts.start((attempt) => this.#start(attempt));
+    return this.#p.attempts.start((attempt) => this.#start(attempt));
   }
 
   /** Resolves true once open and logged in, false after `timeoutMs` ms or when the attempt stops. */
   waitForLogin(timeoutMs: number): Promise<boolean> {
-    return this.#waiters.wait(() => this.#report.phase === 'open' && this.state().loggedIn, timeoutMs);
+    return this.#p.waiters.wait(() => this.#p.report.phase === 'open' && this.state().loggedIn, timeoutMs);
   }
 
   /** Ends the socket, keeps the credentials (docs/api.md#session: disconnect). */
   async disconnect(): Promise<void> {
     await this.loadSummary();
-    await this.#teardown('idle', undefined);
-    await this.#emitState();
+    await this.#p.teardown('idle', undefined);
+    await this.#p.emitState();
   }
 
   /** Unlinks the device when connected, then deletes every stored credential (docs/api.md#session: logout). */
   async logout(): Promise<void> {
     const sock = this.openSocket;
-    this.#generation += 1;
-    this.#attempts.cancel(cancelledBy('a logout'));
+    this.#p.generation += 1;
+    this.#p.attempts.cancel(cancelledBy('a logout'));
     if (sock) {
       await logoutWithin(sock, 5_000).catch((error: unknown) => {
-        this.#o.context.logger.warn(
+        this.#p.options.context.logger.warn(
           { err: error },
           'unlinking on the platform failed; deleting credentials anyway',
         );
       });
     }
-    await this.#teardown('idle', undefined, undefined, cancelledBy('a logout'));
+    await this.#p.teardown('idle', undefined, undefined, cancelledBy('a logout'));
     try {
-      await this.#credentials.wipe();
+      await this.#p.credentials.wipe();
     } finally {
-      await this.#emitState();
+      await this.#p.emitState();
     }
   }
 
@@ -170,20 +153,20 @@ export class Lifecycle {
     // The socket's events are ignored from now on (its stanzas' events are not: the listeners stay attached). A
     // close the platform sends while the stanzas finish would otherwise open a new socket, which would take stanzas
     // from the platform only to be cut below without quiescing.
-    this.#generation += 1;
-    const sock = this.#slot.current;
-    if (sock && this.#report.phase === 'open' && options?.fenced !== true) {
-      await quiesceOrWarn(sock, QUIESCE_MS, this.#o.context.logger);
+    this.#p.generation += 1;
+    const sock = this.#p.slot.current;
+    if (sock && this.#p.report.phase === 'open' && options?.fenced !== true) {
+      await quiesceOrWarn(sock, QUIESCE_MS, this.#p.options.context.logger);
     }
     const fenced = options?.fenced === true;
-    const { reason, cause } = this.#report;
-    await this.#teardown('idle', reason, cause, new SessionReleasedError(), fenced);
+    const { reason, cause } = this.#p.report;
+    await this.#p.teardown('idle', reason, cause, new SessionReleasedError(), fenced);
   }
 
   /** Stops because the store lock was lost (another process took over, or it expired). */
   async lockLost(reason: string): Promise<void> {
-    this.#o.context.logger.warn({ reason }, 'one-socket lock lost; closing the socket');
-    await this.#teardown('stopped', reason, undefined, cancelledBy(`a lost lock (${reason})`));
+    this.#p.options.context.logger.warn({ reason }, 'one-socket lock lost; closing the socket');
+    await this.#p.teardown('stopped', reason, undefined, cancelledBy(`a lost lock (${reason})`));
     // The lock may be lost while the credentials still load (a long store outage): the state emitted must not say
     // "not logged in" for an account whose credentials are kept (that would read as a logout, which cancels the
     // instance's pending sends). Read whether they exist first; when even that fails, emit nothing: the process now
@@ -191,78 +174,84 @@ export class Lifecycle {
     try {
       await this.loadSummary();
     } catch (error) {
-      this.#o.context.logger.warn({ err: error }, 'reading the stored credentials failed; no state emitted');
+      this.#p.options.context.logger.warn(
+        { err: error },
+        'reading the stored credentials failed; no state emitted',
+      );
       return;
     }
-    await this.#emitState();
+    await this.#p.emitState();
   }
 
   /**
    * The connection attempt `attempt` that {@link connect} started: lock, credentials (connect-attempts.ts
    * `takeLockAndCredentials`), socket. A teardown while it waits on the store (the lock's statements, the credentials'
-   * read) cancels it ({@link ConnectAttempts.cancel}); the attempt then releases the lock it may have taken meanwhile
+   * read) cancels it (connect-attempts.ts `ConnectAttempts.cancel`); the attempt then releases the lock it may have taken meanwhile
    * and ends with the error of the first teardown that cancelled it, opening nothing: the session may have been
    * released (its lease lost, docs/decisions/0008-leases-and-fencing.md), and a socket opened now would hold no lock
    * and be reached by no fence; after a logout, it would open on the deleted credentials.
    */
   async #start(attempt: StartAttempt): Promise<void> {
     // A teardown still waiting for its socket to close would release the lock taken now.
-    await this.#slot.handedOver;
-    await takeLockAndCredentials(attempt, this.#o.lock, () => this.#credentials.load());
-    this.#report.starting();
-    this.#reconnects.reset();
-    const deadlineMs = this.#o.connectDeadlineMs;
-    const first = this.#gate.start(deadlineMs, () => {
+    await this.#p.slot.handedOver;
+    await takeLockAndCredentials(attempt, this.#p.options.lock, () => this.#p.credentials.load());
+    this.#p.report.starting();
+    this.#p.reconnects.reset();
+    const deadlineMs = this.#p.options.connectDeadlineMs;
+    const first = this.#p.gate.start(deadlineMs, () => {
       const error = noAnswerWithin(deadlineMs);
-      this.#background(this.#failFirst(error, 'the platform did not answer in time'), 'connect deadline');
+      this.#p.background(this.#p.failFirst(error, 'the platform did not answer in time'), 'connect deadline');
     });
     this.#open();
     await first;
   }
 
+  /** Opens a new socket on the loaded credentials, as the current generation, with the lifecycle's listeners. */
   #open(): void {
-    const auth = this.#credentials.loaded;
+    const auth = this.#p.credentials.loaded;
     if (!auth) return;
-    void this.#slot.end();
-    this.#report.phase = 'connecting';
-    const generation = ++this.#generation;
+    void this.#p.slot.end();
+    this.#p.report.phase = 'connecting';
+    const generation = ++this.#p.generation;
     let sock: SocketLike;
     try {
-      sock = createSocket(this.#o, auth.state, this.#reconnects.version);
+      sock = createSocket(this.#p.options, auth.state, this.#p.reconnects.version);
     } catch (error) {
-      this.#background(this.#closed(generation, error), 'socket creation failed');
+      this.#p.background(this.#closed(generation, error), 'socket creation failed');
       return;
     }
-    this.#slot.hold(sock, this.#o.attach, {
+    this.#p.slot.hold(sock, this.#p.options.attach, {
       connection: (u) => {
-        if (generation !== this.#generation) return;
+        if (generation !== this.#p.generation) return;
         if (u.reachoutTimeLock) this.reachout = u.reachoutTimeLock;
         if (u.qr) this.#onQr(u.qr);
-        if (u.connection === 'open') this.#background(this.#onOpen(), 'connection open');
+        if (u.connection === 'open') this.#p.background(this.#onOpen(), 'connection open');
         if (u.connection === 'close')
-          this.#background(this.#closed(generation, u.lastDisconnect?.error), 'connection close');
+          this.#p.background(this.#closed(generation, u.lastDisconnect?.error), 'connection close');
       },
       creds: () => {
         auth.saveCreds().catch((error: unknown) => {
-          this.#o.context.logger.error({ err: error }, 'saving platform credentials failed');
+          this.#p.options.context.logger.error({ err: error }, 'saving platform credentials failed');
         });
       },
     });
   }
 
+  /** A QR code shown: the connect's first answer; the state is emitted when pairing began (or was unrecorded). */
   #onQr(code: string): void {
-    const entering = this.#report.qrShown(code);
-    this.#gate.settle();
-    if (entering || this.#report.unrecorded) this.#background(this.#emitState(), 'pairing started');
+    const entering = this.#p.report.qrShown(code);
+    this.#p.gate.settle();
+    if (entering || this.#p.report.unrecorded) this.#p.background(this.#p.emitState(), 'pairing started');
   }
 
+  /** The connection opened: the connect's first answer; login waiters are woken and the state emitted. */
   async #onOpen(): Promise<void> {
-    this.#report.opened();
-    this.#reconnects.opened();
-    this.#o.context.logger.info({ jid: this.state().jid }, 'connected to the platform');
-    this.#gate.settle();
-    this.#waiters.wakeAll();
-    await this.#emitState();
+    this.#p.report.opened();
+    this.#p.reconnects.opened();
+    this.#p.options.context.logger.info({ jid: this.state().jid }, 'connected to the platform');
+    this.#p.gate.settle();
+    this.#p.waiters.wakeAll();
+    await this.#p.emitState();
   }
 
   /**
@@ -271,129 +260,50 @@ export class Lifecycle {
    * logout, a close or a lost lock: the generation moved on, and the lock may be another process's by then).
    */
   async #closed(generation: number, error: unknown): Promise<void> {
-    if (generation !== this.#generation) return;
+    if (generation !== this.#p.generation) return;
     // Closed already: Baileys reports the close once its WebSocket is closed.
-    void this.#slot.end();
-    this.#reconnects.closed();
+    void this.#p.slot.end();
+    this.#p.reconnects.closed();
     const { decision, plan, refusals } = planForClose(error, {
-      connecting: this.#gate.open,
+      connecting: this.#p.gate.open,
       paired: this.creds ? isPaired(this.creds) : false,
-      refusals: this.#reconnects.refusals,
-      refusalLimit: this.#o.loginRefusalLimit,
-      refreshes: this.#reconnects.refreshes,
-      attempt: this.#reconnects.attempt,
-      random: this.#o.random,
+      refusals: this.#p.reconnects.refusals,
+      refusalLimit: this.#p.options.loginRefusalLimit,
+      refreshes: this.#p.reconnects.refreshes,
+      attempt: this.#p.reconnects.attempt,
+      random: this.#p.options.random,
     });
-    this.#reconnects.refusals = refusals;
-    const { logger } = this.#o.context;
+    this.#p.reconnects.refusals = refusals;
+    const { logger } = this.#p.options.context;
     const { code } = decision;
     switch (plan.kind) {
       case 'reopen':
         logger.info({ code }, decision.reason);
-        if (plan.refreshVersion) await this.#reconnects.refreshVersion();
-        if (generation !== this.#generation) return;
-        if (this.#gate.open) this.#open();
+        if (plan.refreshVersion) await this.#p.reconnects.refreshVersion();
+        if (generation !== this.#p.generation) return;
+        if (this.#p.gate.open) this.#open();
         return;
       case 'fail-connect':
-        await this.#failFirst(plan.failure, plan.failure.message, {
+        await this.#p.failFirst(plan.failure, plan.failure.message, {
           wipe: plan.wipe,
           ...(plan.cause ? { cause: plan.cause } : {}),
         });
         return;
       case 'stop':
         logger.warn({ code, action: plan.wipe ? 'wipe' : 'stop', refusals }, plan.reason);
-        await this.#stop(plan.reason, plan.wipe, plan.cause);
+        await this.#p.stop(plan.reason, plan.wipe, plan.cause);
         return;
       case 'retry':
-        if (plan.refreshVersion) await this.#reconnects.refreshVersion();
-        if (generation !== this.#generation) return;
-        this.#report.phase = 'waiting';
-        this.#report.cause = undefined;
-        this.#report.reason = plan.reason;
+        if (plan.refreshVersion) await this.#p.reconnects.refreshVersion();
+        if (generation !== this.#p.generation) return;
+        this.#p.report.phase = 'waiting';
+        this.#p.report.cause = undefined;
+        this.#p.report.reason = plan.reason;
         logger.warn({ code, action: decision.action, delayMs: plan.delayMs }, plan.reason);
-        this.#reconnects.schedule(plan.delayMs, () => {
-          if (this.#report.phase === 'waiting') this.#open();
+        this.#p.reconnects.schedule(plan.delayMs, () => {
+          if (this.#p.report.phase === 'waiting') this.#open();
         });
-        await this.#emitState();
+        await this.#p.emitState();
     }
-  }
-
-  async #failFirst(
-    error: unknown,
-    reason: string,
-    options: { wipe?: boolean; cause?: ConnectionState['cause'] } = {},
-  ): Promise<void> {
-    const pending = this.#gate.take();
-    if (!pending) return;
-    this.#o.context.logger.warn({ err: error }, `connect failed: ${reason}`);
-    await this.#teardown('stopped', reason, options.cause);
-    if (options.wipe) await this.#wipeOrLog();
-    pending.reject(error);
-    await this.#emitState();
-  }
-
-  /**
-   * Stops with `reason` and `cause` (and deletes the credentials when `wipe`), then reports the state. Never throws
-   * for the wipe.
-   */
-  async #stop(reason: string, wipe = false, cause?: ConnectionState['cause']): Promise<void> {
-    await this.#teardown('stopped', reason, cause);
-    if (wipe) await this.#wipeOrLog();
-    await this.#emitState();
-  }
-
-  /**
-   * Runs a platform-driven task nobody awaits (socket events, timers): a rejection is logged at error level,
-   * never left unhandled (Node would end the process, and every instance with it).
-   */
-  #background(task: Promise<void>, what: string): void {
-    task.catch((error: unknown) => {
-      this.#o.context.logger.error({ err: error, during: what }, 'handling a connection change failed');
-    });
-  }
-
-  /**
-   * Ends the socket (its events are ignored from now on), cancels timers and waiters, releases the lock once the
-   * socket is closed ({@link SocketSlot.handOver}; `drop`: at once, no closing handshake). A connection attempt under
-   * way ends with `cancel` (default: conflict, cancelled by a disconnect), whether it waits for the platform's first
-   * answer or still on the store ({@link #start}).
-   */
-  async #teardown(
-    phase: Phase,
-    reason: string | undefined,
-    cause?: ConnectionState['cause'],
-    cancel: DomainError = cancelledBy('a disconnect'),
-    drop = false,
-  ): Promise<void> {
-    this.#generation += 1;
-    this.#attempts.cancel(cancel);
-    this.#reconnects.cancel();
-    const handOver = this.#slot.handOver(this.#o.lock, drop);
-    this.#gate.take()?.reject(cancel);
-    this.#report.ended(phase, reason, cause);
-    this.#waiters.wakeAll();
-    await handOver;
-  }
-
-  /** Deletes the credentials on a platform-driven path: a failure is logged and named in the stop reason. */
-  async #wipeOrLog(): Promise<void> {
-    try {
-      await this.#credentials.wipe();
-    } catch (error) {
-      this.#o.context.logger.error(
-        { err: error },
-        'deleting the stored platform credentials failed; they are deleted before the next connect',
-      );
-      const reason = this.#report.reason ?? 'stopped';
-      this.#report.reason = `${reason} (deleting the stored credentials failed: retried at the next connect)`;
-    }
-  }
-
-  /**
-   * Emits the current state; a failure is logged and marks it unrecorded (connection-report.ts
-   * `ConnectionReport.emit`).
-   */
-  #emitState(): Promise<void> {
-    return this.#report.emit(this.state());
   }
 }
