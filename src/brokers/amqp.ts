@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { type ChannelModel, type ConfirmChannel, connect } from 'amqplib';
 import { withTimeout } from '../domain/time-limit.ts';
 import { type BrokerConnection, type BrokerMessage, PublishesInFlight } from './connection.ts';
-import { BrokerError, connectError, publishError } from './errors.ts';
+import { BrokerError, openWithin, publishError } from './errors.ts';
 import type { AmqpTarget } from './urls.ts';
 
 /** AMQP heartbeat asked of the broker, seconds: a dead broker is noticed within about two of these. */
@@ -153,19 +153,12 @@ export class AmqpConnection implements BrokerConnection {
       else await channel.assertExchange(target.exchange, 'topic', { durable: true });
       return new AmqpConnection(model, channel, target.exchange);
     })();
-    try {
-      return await withTimeout(
-        opening,
-        timeoutMs,
-        () => new BrokerError(`connecting to the broker timed out after ${timeoutMs} ms`),
-      );
-    } catch (error) {
-      opening.then(
-        (connection) => connection.close(),
-        () => model?.close().catch(() => {}),
-      );
-      throw connectError(error);
-    }
+    return openWithin(
+      opening,
+      timeoutMs,
+      (connection) => connection.close(),
+      async () => model?.close(),
+    );
   }
 
   get closed(): boolean {

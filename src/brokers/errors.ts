@@ -1,3 +1,5 @@
+import { withTimeout } from '../domain/time-limit.ts';
+
 /**
  * Why a publish to a broker endpoint failed (docs/decisions/0037-broker-endpoints.md). `message` is what the
  * tenant reads in the endpoint's delivery log: it never holds a resolved address or a credential; the cause, when
@@ -18,6 +20,34 @@ function errorCode(error: unknown): string | undefined {
 
 /** Most characters of a broker's own error text kept in a {@link BrokerError}. */
 const SERVER_TEXT_CHARS = 200;
+
+/**
+ * Waits for `opening`, a connection being opened, at most `timeoutMs` milliseconds. When it fails or the time runs
+ * out, a connection that opens later is closed with `close` (never left open behind the error), and `failed` runs
+ * when it does not open at all (to close what it had opened so far).
+ * @throws BrokerError `connecting to the broker timed out after <timeoutMs> ms`, or {@link connectError} of the
+ *   opening's error.
+ */
+export async function openWithin<T>(
+  opening: Promise<T>,
+  timeoutMs: number,
+  close: (connection: T) => Promise<unknown>,
+  failed: () => Promise<unknown> = async () => undefined,
+): Promise<T> {
+  try {
+    return await withTimeout(
+      opening,
+      timeoutMs,
+      () => new BrokerError(`connecting to the broker timed out after ${timeoutMs} ms`),
+    );
+  } catch (error) {
+    opening.then(
+      (connection) => close(connection).catch(() => undefined),
+      () => failed().catch(() => undefined),
+    );
+    throw connectError(error);
+  }
+}
 
 /**
  * A {@link BrokerError} for a failure to connect or to log in: a system error reads `could not connect to the broker

@@ -9,7 +9,7 @@ import {
 } from '@nats-io/transport-node';
 import { withTimeout } from '../domain/time-limit.ts';
 import { type BrokerConnection, type BrokerMessage, PublishesInFlight } from './connection.ts';
-import { BrokerError, connectError, publishError } from './errors.ts';
+import { BrokerError, openWithin, publishError } from './errors.ts';
 import type { NatsTarget } from './urls.ts';
 
 /** True when `error` (or its cause) says nothing answered the request: no JetStream stream takes the subject. */
@@ -96,19 +96,7 @@ async function dial(target: NatsTarget, address: string, timeoutMs: number): Pro
     ...(target.token === undefined ? {} : { token: target.token }),
     ...(target.user === undefined ? {} : { user: target.user, pass: target.pass ?? '' }),
   });
-  try {
-    return await withTimeout(
-      opening,
-      timeoutMs,
-      () => new BrokerError(`connecting to the broker timed out after ${timeoutMs} ms`),
-    );
-  } catch (error) {
-    opening.then(
-      (connection) => connection.close().catch(() => {}),
-      () => {},
-    );
-    throw connectError(error);
-  }
+  return openWithin(opening, timeoutMs, (connection) => connection.close());
 }
 
 /** Milliseconds left of `timeoutMs` since `started` (`performance.now()`), at least 1. */
