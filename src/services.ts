@@ -295,6 +295,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     recorder,
     nodeId: nodes.id,
     clock,
+    storeClock: storeNow,
     logger,
     start,
   });
