@@ -87,7 +87,7 @@ for (const dialect of testDialects()) {
     };
 
     before(async () => {
-      t = await createTestApp({ dialect });
+      t = await createTestApp({ dialect, sendDueOnStoreClock: true });
     });
     afterEach(async () => {
       for (const queue of queues.splice(0)) await queue.stop();
