@@ -125,6 +125,12 @@ export interface ServiceOptions {
    * store's time they control.
    */
   storeClock?: StoreClock;
+  /**
+   * The clock the send queue's due times are set and judged on (default: the node's store clock's `now`,
+   * docs/decisions/0112-send-due-times-on-the-store-clock.md). Tests on a manual business clock pass it, so the
+   * scheduled sends and retries of one node come due as that clock moves.
+   */
+  sendDueClock?: Clock;
   /** The live engine; defaults to Baileys (docs/decisions/0024-engines-and-data-flow.md). Tests pass fakes. */
   liveEngine?: Engine;
   /**
@@ -295,6 +301,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     recorder,
     nodeId: nodes.id,
     clock,
+    storeClock: options.sendDueClock ?? storeNow,
     logger,
     start,
   });

@@ -357,7 +357,9 @@ export class MessagingService {
       kind: built.kind,
       payload: encodeSendPayload(message),
       mode,
-      runAt: sendAt ?? now,
+      // A scheduled send is due at the time its client asked for; any other at once, on the store's clock, so every
+      // node finds it due now whatever its wall clock (docs/decisions/0112-send-due-times-on-the-store-clock.md).
+      runAt: sendAt ?? this.#queue.dueNow(),
       sendAt,
       maxAttempts: mode === 'sync' ? SYNC_MAX_ATTEMPTS : ASYNC_MAX_ATTEMPTS,
       now,

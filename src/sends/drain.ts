@@ -24,7 +24,13 @@ import { type SendWaiters, settleOwed } from './waiters.ts';
 /** What one pass of an instance's drain uses (the send queue's parts, queue.ts `SendQueue`). */
 export interface DrainContext {
   db: Kysely<Database>;
+  /** The business clock: the pace, pauses, timelocks and the new-chats window (queue-deps.ts `SendQueueDeps.clock`). */
   clock: Clock;
+  /**
+   * The clock jobs' due times are judged on, the store's (queue-deps.ts `dueClockOf`;
+   * docs/decisions/0112-send-due-times-on-the-store-clock.md).
+   */
+  dueClock: Clock;
   /** This node's id: the `locked_by` of the jobs it claims. */
   nodeId: string;
   logger: FastifyBaseLogger;
@@ -89,7 +95,7 @@ export async function drain(context: DrainContext, instanceId: string, runner: R
  * @throws the store's error (the queue tries again in 1 s, handing back first).
  */
 export async function drainOnce(context: DrainContext, instanceId: string, runner: Runner): Promise<void> {
-  const { db, clock, nodeId, pace, runners, jobs } = context;
+  const { db, clock, dueClock, nodeId, pace, runners, jobs } = context;
   for (let first = true; ; first = false) {
     // One job per turn of the event loop: the requests that arrived meanwhile are read first, so a burst of
     // queued sends is accepted at full speed and relayed in the gaps, never starved (each turn relays one).
@@ -110,6 +116,9 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     if (!session || !state?.loggedIn || !state.connected) return;
     const now = clock();
     const { pacing, pause, newChatLock } = await context.pacing(instanceId);
+    // Jobs are due on the store's clock, read after the pace as the claim is (an in-memory estimate, no statement):
+    // docs/decisions/0112-send-due-times-on-the-store-clock.md.
+    const due = dueClock();
     // A reach-out timelock ends with its `resumed` on time, whether or not a send waits for it
     // (docs/decisions/0013-pacing.md): cleared at the first pass after its end, which the runner's wake is set for.
     if (newChatLock !== null) {
@@ -121,7 +130,7 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
       // platform's own answer, once the pace allows it: the pace holds during a pause as at any other time.
       if (runner.nextAllowedAt > now)
         return runners.schedule(instanceId, Math.min(runner.nextAllowedAt, pause.until) - now);
-      const sync = await claimNextSendJob(db, instanceId, nodeId, now, { mode: 'sync' });
+      const sync = await claimNextSendJob(db, instanceId, nodeId, due, { mode: 'sync' });
       if (sync) {
         runner.idle = false;
         await jobs.relay(session, sync, pacing);
@@ -142,19 +151,19 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     // freed, not at every pass.
     if (runner.slotCheckAt <= now)
       await releaseFreedSlots(db, runners, instanceId, runner, pacing, newChatLock?.until, now);
-    const job = await claimNextSendJob(db, instanceId, nodeId, now);
+    const job = await claimNextSendJob(db, instanceId, nodeId, due);
     if (!job) {
       // Nothing due, or the first job waits for its retry in its place and the others behind it: the queue wakes when
       // the first can go. Only with nothing due is the queue idle; a job waiting for its retry keeps a synchronous
       // send from relaying at once past it (sync-relay.ts), so the instance's sends keep acceptance order.
       const first = await firstPendingJob(db, instanceId);
       if (first !== undefined)
-        runners.schedule(instanceId, Math.max(0, Math.max(first.runAt, first.notBefore) - now));
+        runners.schedule(instanceId, Math.max(0, Math.max(first.runAt, first.notBefore) - due));
       // The next look for freed new-chat slots, which an earlier wake set meanwhile may have taken the place of.
       if (runner.slotCheckAt !== Number.POSITIVE_INFINITY)
         runners.schedule(instanceId, Math.max(0, runner.slotCheckAt - now));
       if (!runner.again) {
-        runner.idle = first === undefined || first.runAt > now;
+        runner.idle = first === undefined || first.runAt > due;
         runner.idleUntil = first === undefined ? Number.POSITIVE_INFINITY : first.runAt;
         runner.queued = 0;
       }

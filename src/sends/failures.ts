@@ -20,8 +20,9 @@ export const MAX_RETRY_DELAY_MS = 60_000;
 /**
  * How a claimed job waits once held back ({@link RelayFailures.holdBack}): until when (epoch ms), in its place in the
  * instance's acceptance order, moved behind or waiting for a new-chat slot, and whether its attempt is given back
- * (src/store/send-job-claims.ts `SendJobHold` says what each means); `wakeAt` (epoch ms), when the queue is to look
- * again if not `until` (a send waiting for a slot: when the window frees the next one).
+ * (src/store/send-job-claims.ts `SendJobHold` says what each means); `until` is a due time, on the store's clock
+ * (docs/decisions/0112-send-due-times-on-the-store-clock.md); `wakeAt` (epoch ms, on the business clock), when the
+ * queue is to look again if not `until` (a send waiting for a slot: when the window frees the next one).
  */
 export type HoldBack = Pick<SendJobHold, 'until' | 'waits' | 'unrelayed'> & { wakeAt?: number };
 
@@ -46,7 +47,13 @@ export interface RelayFailuresDeps {
   /** Runs a store call, waiting out a store that cannot be reached until the queue stops (relay.ts `JobRelayDeps`). */
   untilStored: <T>(work: () => Promise<T>) => Promise<T>;
   db: Kysely<Database>;
+  /** The business clock: failures' and pauses' times (queue-deps.ts `SendQueueDeps.clock`). */
   clock: Clock;
+  /**
+   * The clock a retry's due time is set on, the store's (queue-deps.ts `dueClockOf`;
+   * docs/decisions/0112-send-due-times-on-the-store-clock.md).
+   */
+  dueClock: Clock;
   /** This node's id: the `locked_by` of the jobs it finishes. */
   nodeId: string;
   logger: FastifyBaseLogger;
@@ -99,9 +106,13 @@ export class RelayFailures {
    */
   async failed(job: SendJob, error: unknown): Promise<boolean> {
     const now = this.#deps.clock();
+    // The job's retry is due on the store's clock, the pause it causes ends on the business clock (both after the
+    // same wait): docs/decisions/0112-send-due-times-on-the-store-clock.md.
+    const due = this.#deps.dueClock();
     const code = error instanceof DomainError ? error.code : undefined;
     if (code === 'rate_limited' && error instanceof DomainError) {
-      const until = now + (error.retryAfter ? error.retryAfter * 1000 : 60_000);
+      const waitMs = error.retryAfter ? error.retryAfter * 1000 : 60_000;
+      const until = now + waitMs;
       // The job is put back (or failed, for a sync send) before the pause is written and reported: whoever sees
       // the pause sees the job already pending until its end. A job no longer this node's leaves the pause to its
       // holder (docs/decisions/0008-leases-and-fencing.md). The timelock holds only sends that open a chat: this one
@@ -109,7 +120,7 @@ export class RelayFailures {
       // this one keeps its place, first when the pause ends (docs/decisions/0013-pacing.md).
       const timelock = error.restriction === 'reach-out-timelock';
       const waits = timelock ? 'moved' : 'in-place';
-      if (!(await this.holdBack(job, error, { until, waits, unrelayed: false }))) return false;
+      if (!(await this.holdBack(job, error, { until: due + waitMs, waits, unrelayed: false }))) return false;
       if (timelock) {
         // Only sends that open a chat wait: existing chats still work (docs/decisions/0013-pacing.md).
         await this.#deps.untilStored(() =>
@@ -128,7 +139,7 @@ export class RelayFailures {
     if (job.mode === 'async' && transient && job.attempts < job.maxAttempts) {
       const delay = Math.min(MAX_RETRY_DELAY_MS, 1_000 * 2 ** Math.max(0, job.attempts - 1));
       // Tried again in its place: the instance's later jobs wait behind it (docs/decisions/0009-sends-as-jobs.md).
-      await this.holdBack(job, error, { until: now + delay, waits: 'in-place', unrelayed: false });
+      await this.holdBack(job, error, { until: due + delay, waits: 'in-place', unrelayed: false });
       return false;
     }
     return (await this.#fail(job, error, now)) === 'sent';
@@ -152,7 +163,17 @@ export class RelayFailures {
   }
 
   /**
-   * Puts a claimed job back to `pending` until `hold.until` (epoch ms), in its place, moved behind or waiting for a
+   * The due time, on the store's clock (epoch ms), of a job held back until `until` on the business clock (a
+   * reach-out timelock's end, a new-chat slot's): `until` moved by how far the store's clock is from the business
+   * clock, so the job waits as long on either (`until` itself when both are one clock: a queue without a store clock)
+   * (docs/decisions/0112-send-due-times-on-the-store-clock.md). Reads two in-memory clocks, no statement.
+   */
+  dueAfter(until: number): number {
+    return until + (this.#deps.dueClock() - this.#deps.clock());
+  }
+
+  /**
+   * Puts a claimed job back to `pending` until `hold.until` (epoch ms, store's clock), in its place, moved behind or waiting for a
    * new-chat slot, and with its attempt given back or not, as `hold` says (a sync job fails instead: its request
    * answers `error`); the queue wakes at `hold.wakeAt`, else at `hold.until`. A job a logout found being relayed is
    * canceled instead, and its `MessageStatus canceled` reported (docs/decisions/0074-logout-cancels-pending-sends.md).
@@ -168,8 +189,11 @@ export class RelayFailures {
       this.#deps.waiters.settle(job, undefined, loggedOutBeforeRelay());
       return false;
     }
-    if (held === 'pending')
-      this.#deps.schedule(job.instanceId, Math.max(0, (hold.wakeAt ?? hold.until) - this.#deps.clock()));
+    if (held === 'pending') {
+      const delay =
+        hold.wakeAt !== undefined ? hold.wakeAt - this.#deps.clock() : hold.until - this.#deps.dueClock();
+      this.#deps.schedule(job.instanceId, Math.max(0, delay));
+    }
     if (held === undefined) this.#deps.left(job);
     return held === 'pending';
   }

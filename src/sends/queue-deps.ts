@@ -40,7 +40,18 @@ export interface SendQueueDeps {
   session(instanceId: string): EngineSession | undefined;
   /** This node's id: the `locked_by` of the jobs it claims. */
   nodeId: string;
+  /**
+   * The business clock, epoch ms: the times clients and events see (`MessageStatus`/`SessionStatus` `at`, a pause's
+   * and a timelock's `until`, `sent_at`), the pace, the sync wait, and the new-chats window.
+   */
   clock: Clock;
+  /**
+   * The store's clock, epoch ms, the jobs' due times (`run_at`, a retry's `not_before`) are set and judged on: the
+   * services pass the node's `StoreClock` (an in-memory estimate, no statement), shared by every node, so a node whose
+   * wall clock runs ahead relays no retry before its backoff ran out and one running behind relays it on time
+   * (docs/decisions/0112-send-due-times-on-the-store-clock.md). Default: `clock` (a queue built alone in a test).
+   */
+  storeClock?: Clock;
   logger: FastifyBaseLogger;
   /** Records a status report; a failure is logged, never thrown into the queue. */
   report(instanceId: string, report: SendStatusReport): Promise<void>;
@@ -59,4 +70,12 @@ export interface SendQueueDeps {
   sweepMs?: number;
   /** Longest wait of a synchronous send in the queue before it is failed unsent, ms (default {@link SYNC_WAIT_MS}). */
   syncWaitMs?: number;
+}
+
+/**
+ * The clock a queue's due times (`run_at`, `not_before`) are set and judged on: `storeClock`, else `clock`
+ * (docs/decisions/0112-send-due-times-on-the-store-clock.md).
+ */
+export function dueClockOf(deps: Pick<SendQueueDeps, 'clock' | 'storeClock'>): Clock {
+  return deps.storeClock ?? deps.clock;
 }

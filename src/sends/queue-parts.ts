@@ -9,7 +9,7 @@ import type { DrainContext } from './drain.ts';
 import { RelayFailures } from './failures.ts';
 import { GroupInsert } from './group-insert.ts';
 import { PaceKeeper } from './pause.ts';
-import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
+import { dueClockOf, type ReportedWrite, type SendQueueDeps, type SendStatusReport } from './queue-deps.ts';
 import { JobRelay } from './relay.ts';
 import { knownNothingDue, Runners } from './runners.ts';
 import type { SentMarks } from './sent-marks.ts';
@@ -82,9 +82,11 @@ export function queueParts(
     (instanceId) => hooks.wake(instanceId),
     (instanceId) => deps.session(instanceId) !== undefined,
   );
+  // Due times on the store's clock, everything else on the business clock (docs/decisions/0112-send-due-times-on-the-store-clock.md).
+  const dueClock = dueClockOf(deps);
   const sweep = new DueSweep({
     db: deps.db,
-    clock: deps.clock,
+    clock: dueClock,
     logger: deps.logger,
     everyMs: deps.sweepMs ?? 5_000,
     // Only a queue held here, not draining and not already set to wake later; but a queue whose memory says nothing
@@ -93,7 +95,7 @@ export function queueParts(
     due: (instanceId) => {
       if (!deps.session(instanceId)) return;
       const runner = runners.peek(instanceId);
-      const unheardOf = runner !== undefined && knownNothingDue(runner, deps.clock());
+      const unheardOf = runner !== undefined && knownNothingDue(runner, dueClock());
       if (runner !== undefined && unheardOf) runner.idle = false;
       if (unheardOf || (!runner?.draining && !runner?.timer)) hooks.wake(instanceId);
     },
@@ -118,6 +120,7 @@ export function queueParts(
     untilStored,
     db: deps.db,
     clock: deps.clock,
+    dueClock,
     nodeId: deps.nodeId,
     logger: deps.logger,
     waiters,
@@ -145,6 +148,7 @@ export function queueParts(
   const drainContext: DrainContext = {
     db: deps.db,
     clock: deps.clock,
+    dueClock,
     nodeId: deps.nodeId,
     logger: deps.logger,
     session: deps.session,
@@ -160,6 +164,7 @@ export function queueParts(
   const syncContext: SyncRelayContext = {
     nodeId: deps.nodeId,
     clock: deps.clock,
+    dueClock,
     runners,
     deadlines,
     waiters,

@@ -1,4 +1,5 @@
 import type { Transaction } from 'kysely';
+import type { Clock } from '../domain/clock.ts';
 import type { DomainError } from '../domain/errors.ts';
 import type { EngineEvent, SentMessage } from '../domain/messages.ts';
 import type { PacingSettings, SendPause } from '../domain/sends.ts';
@@ -16,7 +17,7 @@ import type { GroupInsert } from './group-insert.ts';
 import { isLogin, loggedIn, loggedOut } from './logins.ts';
 import { endAccountOnLogout, loggedOutBeforeRelay } from './logout.ts';
 import type { PaceKeeper } from './pause.ts';
-import type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-deps.ts';
+import { dueClockOf, type ReportedWrite, type SendQueueDeps, type SendStatusReport } from './queue-deps.ts';
 import { queueParts } from './queue-parts.ts';
 import type { JobRelay } from './relay.ts';
 import { knownNothingDue, type Runners, unreleased } from './runners.ts';
@@ -46,6 +47,8 @@ export type { ReportedWrite, SendQueueDeps, SendStatusReport } from './queue-dep
 export class SendQueue implements EventProjection {
   readonly name = 'send-queue';
   readonly #deps: SendQueueDeps;
+  /** The clock due times are set and judged on ({@link dueNow}). */
+  readonly #dueClock: Clock;
   /** The queue state of each instance this process was asked to send for (runners.ts). */
   readonly #runners: Runners;
   /** The requests waiting for their job's outcome (waiters.ts). */
@@ -83,6 +86,7 @@ export class SendQueue implements EventProjection {
   /** Cheap, no I/O: makes the queue's parts (queue-parts.ts); {@link start} starts its sweep. */
   constructor(deps: SendQueueDeps) {
     this.#deps = deps;
+    this.#dueClock = dueClockOf(deps);
     this.nodeId = deps.nodeId;
     const parts = queueParts(
       deps,
@@ -185,6 +189,15 @@ export class SendQueue implements EventProjection {
     this.wake(instanceId);
   }
 
+  /**
+   * The store's clock now, epoch ms, as this node estimates it (`SendQueueDeps.storeClock`, else the business clock;
+   * in memory, no statement): a send not scheduled is due at this time (its `run_at`), so it is due at once for
+   * every node whatever their wall clocks (docs/decisions/0112-send-due-times-on-the-store-clock.md).
+   */
+  dueNow(): number {
+    return this.#dueClock();
+  }
+
   /** Starts the periodic look for instances with due jobs (scheduled sends, jobs of restored sessions). */
   start(): void {
     this.#sweep.start();
@@ -241,13 +254,13 @@ export class SendQueue implements EventProjection {
 
   /**
    * How many of the instance's sends are due and not relayed yet (src/store/send-job-claims.ts `countDueSendJobs`,
-   * at the queue's clock): what the session status shows while they wait (docs/decisions/0016-session-lifecycle.md).
+   * at the store's clock, {@link dueNow}): what the session status shows while they wait (docs/decisions/0016-session-lifecycle.md).
    * 0 without a statement while this process's queue knows none is due (runners.ts `knownNothingDue`: it holds the
    * connected session and its last drain left nothing due; docs/decisions/0111-status-reads-the-queue-it-holds.md).
    * @throws the store's error.
    */
   pendingSends(instanceId: string): Promise<number> {
-    const now = this.#deps.clock();
+    const now = this.dueNow();
     const runner = this.#runners.peek(instanceId);
     const state = this.#deps.session(instanceId)?.state();
     if (runner !== undefined && state?.loggedIn === true && state.connected && knownNothingDue(runner, now))

@@ -103,7 +103,12 @@ export class JobRelay {
       // it moves behind, and sends to known chats go on (docs/decisions/0013-pacing.md).
       const { error, until, forSlot } = check.hold;
       if (!forSlot) {
-        await failures.holdBack(job, error, { until, waits: 'moved', unrelayed: true });
+        // Moved behind until the timelock's end (business clock), its due time on the store's clock.
+        await failures.holdBack(job, error, {
+          until: failures.dueAfter(until),
+          waits: 'moved',
+          unrelayed: true,
+        });
         return;
       }
       // Past the new-chats cap: it waits among the sends waiting for a slot, which the queue releases as the window
@@ -111,7 +116,7 @@ export class JobRelay {
       // one held again (released, then a send before it took the slot) keeps the place it had.
       runner.slotCheckAt = Math.min(runner.slotCheckAt, until);
       await failures.holdBack(job, error, {
-        until: released ? job.runAt : until,
+        until: released ? job.runAt : failures.dueAfter(until),
         waits: 'for-slot',
         unrelayed: true,
         wakeAt: until,

@@ -7,6 +7,10 @@ import { instancesWithDueJobs } from '../store/send-job-claims.ts';
 /** What a {@link DueSweep} needs. */
 export interface DueSweepDeps {
   db: Kysely<Database>;
+  /**
+   * The clock due times are judged on, the store's (queue-deps.ts `dueClockOf`;
+   * docs/decisions/0112-send-due-times-on-the-store-clock.md).
+   */
   clock: Clock;
   logger: FastifyBaseLogger;
   /** How often instances with due jobs are looked for, ms. */

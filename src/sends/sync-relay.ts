@@ -15,7 +15,13 @@ import type { SendWaiters } from './waiters.ts';
 export interface SyncRelayContext {
   /** This node's id: the `locked_by` of a job stored already claimed. */
   nodeId: string;
+  /** The business clock (queue-deps.ts `SendQueueDeps.clock`). */
   clock: Clock;
+  /**
+   * The clock jobs' due times are judged on, the store's (queue-deps.ts `dueClockOf`;
+   * docs/decisions/0112-send-due-times-on-the-store-clock.md).
+   */
+  dueClock: Clock;
   runners: Runners;
   deadlines: SyncDeadlines;
   waiters: SendWaiters;
@@ -53,7 +59,7 @@ async function canRelayNow(context: SyncRelayContext, instanceId: string, runner
   const paced = pacing.minIntervalMs !== 0 || pacing.jitterMs !== 0 || pacing.newChatsPerDay !== null;
   if (paced) return false;
   // Read after the pace: the drain may have started meanwhile.
-  let now = runner.idle && runner.queued === 0 && context.clock() < runner.idleUntil;
+  let now = runner.idle && runner.queued === 0 && context.dueClock() < runner.idleUntil;
   // While a restriction pauses the queue, queued sends wait; a synchronous one is relayed and gets the
   // platform's own answer (docs/decisions/0013-pacing.md).
   if (!now) now = (await context.pause(instanceId)) !== null;

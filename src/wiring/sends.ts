@@ -17,6 +17,11 @@ export function wireSendQueue(deps: {
   recorder: EventRecorder;
   nodeId: string;
   clock: Clock;
+  /**
+   * The node's store clock (its `StoreClock`'s `now`), jobs' due times are set and judged on
+   * (docs/decisions/0112-send-due-times-on-the-store-clock.md).
+   */
+  storeClock: Clock;
   logger: FastifyBaseLogger;
   start: boolean;
 }): SendQueue {
@@ -26,6 +31,7 @@ export function wireSendQueue(deps: {
     session: (instanceId) => sessions.existing(instanceId),
     nodeId: deps.nodeId,
     clock: deps.clock,
+    storeClock: deps.storeClock,
     logger: deps.logger,
     report: (instanceId, report) => recordSendStatus(recorder, instanceId, report),
     recordWith: (instanceId, write) => recordWithStatus(recorder, instanceId, write),

@@ -83,6 +83,12 @@ export interface TestAppOptions {
   clock?: ManualClock;
   /** The node's store clock passed to createServices (default: the services make one over the store). */
   storeClock?: ServiceOptions['storeClock'];
+  /**
+   * Whether the services' send queue sets and judges due times on the node's store clock, as a node does
+   * (docs/decisions/0112-send-due-times-on-the-store-clock.md); default false: on the app's manual clock, so a test's
+   * scheduled sends and retries come due as it advances that clock (a single node, whose clocks agree).
+   */
+  sendDueOnStoreClock?: boolean;
   /** Extra CA the outbound guard trusts (the HTTPS receiver's certificate). */
   outboundCa?: string | Buffer;
   /** Webhook worker tuning passed to createServices (fast poll, stale timeout, `start: false`). */
@@ -112,6 +118,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     store: testStore.store,
     clock,
     ...(options.storeClock ? { storeClock: options.storeClock } : {}),
+    ...(options.sendDueOnStoreClock ? {} : { sendDueClock: clock }),
     ...(options.liveEngine ? { liveEngine: options.liveEngine } : {}),
     ...(options.liveEngineTuning ? { liveEngineTuning: options.liveEngineTuning } : {}),
     revocationPollMs: 50,
