@@ -27,8 +27,8 @@ export interface Runner {
   idle: boolean;
   /**
    * When {@link Runner.idle} ends by itself (epoch ms, on the store's clock, as due times are:
-   * docs/decisions/0112-send-due-times-on-the-store-clock.md): the `run_at` of the instance's first pending job, a scheduled
-   * send or one moved behind, as the last drain read it or an acceptance here told it (queue.ts `SendQueue.scheduled`);
+   * docs/decisions/0112-send-due-times-on-the-store-clock.md): the `run_at` of the instance's first pending job, a
+   * scheduled send or one moved behind, as the last drain read it or an acceptance here told it (queue.ts `SendQueue.scheduled`);
    * infinite when none waits. From then that job is due, and a synchronous send accepted after it waits behind it even
    * before the queue's wake for it has run (sync-relay.ts).
    */
@@ -114,9 +114,9 @@ export function awaitsLogin(runner: Runner): boolean {
 }
 
 /**
- * True when `runner`'s memory alone says the instance has no job due at `now` (epoch ms, on the store's clock) nor being relayed, so the
- * session status may show no pending sends without a statement (docs/decisions/0111-status-reads-the-queue-it-holds.md):
- * every `sending` job was handed back since this process took the instance ({@link Runner.reclaimed}), no relay's
+ * True when `runner`'s memory alone says the instance has no job due at `now` (epoch ms, on the store's clock) nor
+ * being relayed, so the session status may show no pending sends without a statement
+ * (docs/decisions/0111-status-reads-the-queue-it-holds.md): every `sending` job was handed back since this process took the instance ({@link Runner.reclaimed}), no relay's
  * outcome waits for a login, no drain is running, its last pass left nothing due and none was claimed since
  * ({@link Runner.idle}), no job was submitted since ({@link Runner.queued}), no synchronous send is held or relayed at
  * once ({@link Runner.immediate}, {@link Runner.relaying}) and the first scheduled job or retry is not due yet
