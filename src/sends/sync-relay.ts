@@ -7,7 +7,7 @@ import type { EngineSession } from '../engines/engine.ts';
 import { claimedSendJob, type LateFailure, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
 import type { JobRelay } from './relay.ts';
-import { awaitsLogin, endImmediate, type Runner, type Runners } from './runners.ts';
+import { askHandBack, awaitsLogin, endImmediate, type Runner, type Runners } from './runners.ts';
 import type { SyncDeadlines } from './sync-deadline.ts';
 import type { SendWaiters } from './waiters.ts';
 
@@ -147,6 +147,7 @@ async function relayNow(
   signal: WaitSignal | undefined,
 ): Promise<SentMessage> {
   let done: Promise<SentMessage>;
+  let failed = false;
   try {
     // Read before the request waits (the store waited out like the relay's writes; a queue stopping meanwhile
     // leaves the job to the instance's next holder, with no waiter left behind to hide its outcome's event).
@@ -156,11 +157,22 @@ async function relayNow(
     // the caller still gets its result or error below.
     done.catch(() => undefined);
     await context.jobs.relay(session, job, pacing);
+  } catch (error) {
+    failed = true;
+    throw error;
   } finally {
     // The relay ended: a job it left to another holder (failures.ts) is no longer held here, so a later login
     // hands it back if that holder died.
     context.runners.release(job.instanceId, runner, job.id);
     endNow(context, job.instanceId, runner);
+    // The store failed otherwise than by an outage the relay waits out (relay.ts): the job may be left `sending`
+    // with no relay of it. The queue hands it back before its next claim, as after a drain's failure (drain.ts),
+    // not at the next login (docs/decisions/0009-sends-as-jobs.md).
+    if (failed) {
+      askHandBack(runner);
+      runner.idle = false;
+      context.runners.schedule(job.instanceId, 1_000);
+    }
   }
   return done;
 }

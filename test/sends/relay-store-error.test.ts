@@ -1,0 +1,89 @@
+/**
+ * A synchronous send relayed at once whose outcome's write fails on the store otherwise than by an outage (an error
+ * the relay does not wait out, src/sends/relay.ts) answers that error, and its job, left `sending` with no relay of
+ * it, is handed back by the queue before its next claim, as after a drain's failure (docs/decisions/0009-sends-as-jobs.md):
+ * it is relayed again under its id and ends `sent`. Before, it stayed `sending` until the instance's next login.
+ * Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { SendQueue } from '../../src/sends/queue.ts';
+import type { Store } from '../../src/store/database.ts';
+import { createTestApp, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
+import { testDialects } from '../support/store.ts';
+import { fakeSession, storeWithFaults, testQueue, textJob, untilRelayedAtOnce } from './support.ts';
+
+const T0 = Date.parse('2026-04-01T08:00:00.000Z');
+const ID = '3EB0BROKENWRITE0000A1';
+
+for (const dialect of testDialects()) {
+  describe(`an immediate relay whose outcome's write fails on the store [${dialect}]`, () => {
+    let t: TestApp;
+    let store: Store;
+    let queue: SendQueue;
+    /** While set, the next write ending a held job (`finishSendJob`) fails with an error nobody waits out. */
+    let breakFinish = false;
+    const relayed: string[] = [];
+    const session = fakeSession(async (message) => {
+      relayed.push(message.id ?? '');
+      return { id: message.id ?? '', timestamp: t.clock() };
+    });
+
+    before(async () => {
+      t = await createTestApp({ dialect });
+      t.clock.set(T0);
+      store = await storeWithFaults(t, {
+        faults: (sql) => {
+          if (
+            breakFinish &&
+            /^update "send_jobs" set "locked_by" = (\?|\$\d+), "locked_at" = (\?|\$\d+), "updated_at" = (\?|\$\d+), "status"/.test(
+              sql,
+            )
+          ) {
+            breakFinish = false;
+            throw new Error('disk image is malformed');
+          }
+        },
+      });
+      queue = testQueue(t.clock, store.db, t.instance.id, session);
+      queue.wake(t.instance.id);
+      await untilRelayedAtOnce(queue, session, store.db, t.instance.id, t.clock, 'BROKEN-WARM-UP');
+    });
+    after(async () => {
+      await queue.stop();
+      await store.destroy();
+      await t.close();
+    });
+
+    it('answers the error, then the queue hands the job back and relays it again under its id', async () => {
+      const job = textJob(t.instance.id, ID, 'sync', t.clock());
+      t.clock.advance(1);
+      breakFinish = true;
+      const wait = await queue.storeSync(session, job);
+      const stored = await store.db
+        .selectFrom('send_jobs')
+        .select('status')
+        .where('id', '=', ID)
+        .executeTakeFirstOrThrow();
+      assert.equal(stored.status, 'sending', 'stored claimed: relayed at once');
+      await assert.rejects(wait(), /disk image is malformed/);
+      assert.equal(breakFinish, false, 'the write failed');
+      const row = await eventually('the job relayed again and ended', async () => {
+        const found = await store.db
+          .selectFrom('send_jobs')
+          .select(['status', 'attempts', 'locked_by'])
+          .where('id', '=', ID)
+          .executeTakeFirstOrThrow();
+        // Handed back it is `pending` until the queue's claim; ended, `sent` (or `failed`, which the assertion shows).
+        return found.status === 'sent' || found.status === 'failed' ? found : undefined;
+      });
+      assert.deepEqual([row.status, row.attempts, row.locked_by], ['sent', 2, null]);
+      assert.deepEqual(
+        relayed.filter((id) => id === ID),
+        [ID, ID],
+        'relayed again under its id',
+      );
+    });
+  });
+}
