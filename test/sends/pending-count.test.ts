@@ -55,6 +55,23 @@ for (const dialect of testDialects()) {
       }).then((found) => assert.equal(found.value, 0));
     };
 
+    /**
+     * Stores queued send `id` scheduled {@link AHEAD} ms from now, lets the queue see it as the API does, and waits
+     * for the drain that leaves the queue idle until then. @returns its due time (epoch ms).
+     */
+    const scheduleAhead = async (id: string) => {
+      const at = t.clock() + AHEAD;
+      await insertSendJob(t.services.store.db, {
+        ...textJob(t.instance.id, id, 'async', t.clock()),
+        runAt: at,
+        sendAt: at,
+      });
+      const reads = firstReads;
+      queue.scheduled(t.instance.id, at);
+      await idleAgain(reads);
+      return at;
+    };
+
     before(async () => {
       testStore = await createTestStore(dialect, {
         faults: (text) => {
@@ -117,16 +134,7 @@ for (const dialect of testDialects()) {
     });
 
     it('a scheduled send whose time came before its wake ran is counted from the store', async () => {
-      const id = '3EB0COUNT0000000000B1';
-      const at = t.clock() + AHEAD;
-      await insertSendJob(t.services.store.db, {
-        ...textJob(t.instance.id, id, 'async', t.clock()),
-        runAt: at,
-        sendAt: at,
-      });
-      const reads = firstReads;
-      queue.scheduled(t.instance.id, at);
-      await idleAgain(reads);
+      const at = await scheduleAhead('3EB0COUNT0000000000B1');
       t.clock.set(at);
       assert.deepEqual(await pending(), { value: 1, statements: 1 }, 'due: counted from the store');
       const relayed = firstReads;
@@ -157,17 +165,9 @@ for (const dialect of testDialects()) {
 
     it('a due send the queue never heard of is found by the sweep, counted and relayed, even with a wake set later', async () => {
       const db = t.services.store.db;
-      // A scheduled send sets the queue's wake an hour ahead.
+      // A scheduled send sets the queue's wake ten minutes ahead.
       const later = '3EB0COUNT0000000000D1';
-      const at = t.clock() + AHEAD;
-      await insertSendJob(db, {
-        ...textJob(t.instance.id, later, 'async', t.clock()),
-        runAt: at,
-        sendAt: at,
-      });
-      const reads = firstReads;
-      queue.scheduled(t.instance.id, at);
-      await idleAgain(reads);
+      await scheduleAhead(later);
       // A send stored by another node as the instance moved: nothing tells this queue.
       const unheard = '3EB0COUNT0000000000D2';
       await insertSendJob(db, textJob(t.instance.id, unheard, 'async', t.clock()));
