@@ -4,6 +4,7 @@ import { type ChannelModel, type ConfirmChannel, connect } from 'amqplib';
 import { withTimeout } from '../domain/time-limit.ts';
 import { type BrokerConnection, type BrokerMessage, PublishesInFlight } from './connection.ts';
 import { BrokerError, openWithin, publishError } from './errors.ts';
+import { MIN_PUBLISH_MS } from './publishers.ts';
 import type { AmqpTarget } from './urls.ts';
 
 /** AMQP heartbeat asked of the broker, seconds: a dead broker is noticed within about two of these. */
@@ -48,7 +49,9 @@ interface Channel {
  * publishes on it are confirmed independently. RabbitMQ does not announce its `max_message_size`: it closes the
  * channel for a message over it, telling the limit, which this connection then keeps, opening another channel; a
  * later body over it is sent on a channel of its own, which reads the broker's limit of the moment (a raised one
- * included) and is the only one RabbitMQ closes when the body is still too large.
+ * included) and is the only one RabbitMQ closes when the body is still too large; it goes out once the publishes
+ * issued before it on the connection's channel ended, and those issued after it wait until it ended (RabbitMQ keeps
+ * order per channel only).
  */
 export class AmqpConnection implements BrokerConnection {
   readonly #model: ChannelModel;
@@ -66,6 +69,13 @@ export class AmqpConnection implements BrokerConnection {
   readonly #pending = new Map<string, { returned: boolean }>();
   /** Number of the last publish on this connection. */
   #published = 0;
+  /**
+   * The publishes on the connection's channel not ended yet (confirmed, refused or failed), each as a promise that
+   * settles (never rejects) once it ended: an event sent on a channel of its own waits for those issued before it.
+   */
+  readonly #onChannel = new Set<Promise<void>>();
+  /** Settles once the publishes sent on channels of their own so far have ended; unset when none is. */
+  #alone: Promise<void> | undefined;
   readonly #inFlight = new PublishesInFlight(() => this.close());
   #closed = false;
 
@@ -178,14 +188,73 @@ export class AmqpConnection implements BrokerConnection {
    * One confirmed publish. A body larger than the `max_message_size` RabbitMQ told on this connection is not sent on
    * the connection's channel, which RabbitMQ would close for it (failing the other publishes in flight on it): it
    * goes on a channel of its own ({@link #publishAlone}), which reads the broker's limit as it opens, so a limit
-   * raised since is honoured at the next attempt (docs/decisions/0037-broker-endpoints.md "Message size"). The
-   * message RabbitMQ closes the channel for fails with {@link tooLargeForRabbitMq}; the publishes in flight on that
-   * channel fail as unanswered (`the connection to the broker ended before it answered: RabbitMQ closed the channel
-   * for another message …`), and the connection publishes on, on a new channel.
+   * raised since is honoured at the next attempt (docs/decisions/0037-broker-endpoints.md "Message size"). RabbitMQ
+   * keeps order per channel only: such an event goes out once the publishes issued before it on the connection's
+   * channel ended, and those issued after it wait until it ended (each within its own time limit), so a lane's events
+   * are queued in the order issued. The message RabbitMQ closes the channel for fails with
+   * {@link tooLargeForRabbitMq}; the publishes in flight on that channel fail as unanswered (`the connection to the
+   * broker ended before it answered: RabbitMQ closed the channel for another message …`), and the connection
+   * publishes on, on a new channel.
    */
-  async #publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
+  #publish(message: BrokerMessage, timeoutMs: number): Promise<string> {
     const body = Buffer.from(message.body, 'utf8');
     const started = performance.now();
+    // Read before any wait, so the publishes issued after this one see it (a limit told on this connection is set
+    // with the new channel's opening, which a publish waits for below).
+    const before = this.#alone;
+    const max = this.#maxMessageSize;
+    if (max !== undefined && body.length > max) {
+      const earlier = Promise.all(this.#onChannel).then(() => {});
+      const alone = this.#after(before, timeoutMs, started)
+        .then(() => this.#after(earlier, timeoutMs, started))
+        .then(() => this.#publishAlone(message, body, timeoutMs, started));
+      const ended = alone.then(
+        () => {},
+        () => {},
+      );
+      this.#alone = ended;
+      void ended.then(() => {
+        if (this.#alone === ended) this.#alone = undefined;
+      });
+      return alone;
+    }
+    let end: () => void = () => {};
+    const ended = new Promise<void>((resolve) => {
+      end = resolve;
+    });
+    this.#onChannel.add(ended);
+    return this.#publishOnChannel(message, body, timeoutMs, started, before).finally(() => {
+      this.#onChannel.delete(ended);
+      end();
+    });
+  }
+
+  /**
+   * Waits for `work` (which never rejects), at most until {@link MIN_PUBLISH_MS} before the end of `timeoutMs` since
+   * `started`: a message is not sent with a time limit it cannot meet (its retry would publish it again).
+   * @throws BrokerError `the broker did not answer within <timeoutMs> ms`, nothing sent.
+   */
+  async #after(work: Promise<void> | undefined, timeoutMs: number, started: number): Promise<void> {
+    if (work === undefined) return;
+    await withTimeout(
+      work,
+      Math.max(0, Math.round(timeoutMs - (performance.now() - started) - MIN_PUBLISH_MS)),
+      () => new BrokerError(`the broker did not answer within ${timeoutMs} ms`),
+    );
+  }
+
+  /**
+   * Publishes `body` on the connection's channel once a channel RabbitMQ closed for a message's size was replaced
+   * and `alone` (the publishes on channels of their own issued before this one) ended.
+   * @throws BrokerError as {@link #publish} does.
+   */
+  async #publishOnChannel(
+    message: BrokerMessage,
+    body: Buffer,
+    timeoutMs: number,
+    started: number,
+    alone: Promise<void> | undefined,
+  ): Promise<string> {
     if (this.#reopening !== undefined) {
       try {
         await withTimeout(
@@ -200,8 +269,8 @@ export class AmqpConnection implements BrokerConnection {
       }
       if (this.#closed) throw new BrokerError('the connection to the broker was closed');
     }
-    const max = this.#maxMessageSize;
-    if (max !== undefined && body.length > max) return this.#publishAlone(message, body, timeoutMs, started);
+    // Without a wait, the message is sent before this returns, as the publishes issued before it were.
+    if (alone !== undefined) await this.#after(alone, timeoutMs, started);
     const channel = this.#channel;
     try {
       await this.#confirm(channel.channel, message, body, timeoutMs, started);

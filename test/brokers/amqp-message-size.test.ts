@@ -167,4 +167,36 @@ if (brokersConfigured())
       assert.deepEqual(queued.map((message) => message.messageId).sort(), ['beside-1', 'big-1']);
       assert.equal(queued.find((message) => message.messageId === 'big-1')?.body.length, LIMIT + 1);
     });
+
+    it("a lane's events issued around an event on a channel of its own are queued in the order issued", async () => {
+      const exchange = unique('parley-big-');
+      const queue = await amqpQueue(exchange, '#');
+      cleanups.push(() => queue.remove());
+      const publishers = new BrokerPublishers({ guard: { checkedAddresses: async () => ['127.0.0.1'] } });
+      cleanups.push(() => publishers.close());
+      const target = parseBrokerUrl(`${AMQP_URL}/?exchange=${exchange}`).target;
+      const outcome = (event: BrokerMessage) =>
+        publishers.publish(target, event, TIMEOUT_MS, 'lane').then(
+          (receipt) => receipt,
+          (error: unknown) => String(error),
+        );
+      const confirmed = `confirmed by RabbitMQ (exchange ${exchange})`;
+      assert.equal(await atLimit(() => outcome(sized('small', 1, 10))), confirmed);
+      // RabbitMQ closes the channel for it and tells its limit, which the connection keeps.
+      assert.equal(await outcome(sized('big', 1, LIMIT + 1)), tooLarge(LIMIT + 1));
+      // The limit is raised again (the machine's own value): the retry goes on a channel of its own and is taken. The
+      // lane's events issued around it go on the connection's channel, and are queued around it in that order.
+      assert.deepEqual(
+        await Promise.all([
+          outcome(sized('small', 2, 10)),
+          outcome(sized('big', 1, LIMIT + 1)),
+          outcome(sized('small', 3, 10)),
+        ]),
+        [confirmed, confirmed, confirmed],
+      );
+      assert.deepEqual(
+        (await queue.drain()).map((queued) => queued.messageId),
+        ['small-1', 'small-2', 'big-1', 'small-3'],
+      );
+    });
   });
