@@ -146,9 +146,9 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
       runner.deferred = true;
       return;
     }
-    // The sends waiting for a new-chat slot are released as the window frees slots, by chat: as many chats as slots
-    // it freed, in their order, each with all its waiting sends (new-chat-slots.ts): looked at when a slot may have
-    // freed, not at every pass.
+    // The sends waiting for a new-chat slot are released as the window frees slots, by user: as many users as slots
+    // it freed, in their order, each with all its waiting sends, by number and by LID (new-chat-slots.ts): looked at
+    // when a slot may have freed, not at every pass.
     if (runner.slotCheckAt <= now)
       await releaseFreedSlots(db, runners, instanceId, runner, pacing, newChatLock?.until, now);
     const job = await claimNextSendJob(db, instanceId, nodeId, due);
@@ -172,9 +172,9 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     // Not idle from the claim on, in the step that takes the job off `queued` (Runner.idle).
     runner.queued = Math.max(0, runner.queued - 1);
     runner.idle = false;
-    // A released send is claimed: its chat's slot is no longer set aside, and the window is looked at again after its
+    // A released send is claimed: its user's slot is no longer set aside, and the window is looked at again after its
     // relay (it may have left the slot unused: a chat it no longer opens, a failure, a timelock).
-    const released = claimedReleased(runner, job.id, job.chat);
+    const released = claimedReleased(runner, job.id);
     await jobs.relay(session, job, pacing, released);
   }
 }

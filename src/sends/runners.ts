@@ -50,15 +50,18 @@ export interface Runner {
    */
   slotCheckAt: number;
   /**
-   * The sends waiting for a new-chat slot that this process released and has not claimed yet, each with the chat it
-   * goes to (`send_jobs.chat`): held for a slot again, such a send keeps its place (docs/decisions/0013-pacing.md).
+   * The sends waiting for a new-chat slot that this process released and has not claimed yet, each with the user whose
+   * slot it went on (src/store/send-job-slots.ts `ReleasedSlotWaiter.user`: its chat, or the phone JID of the pair kept
+   * for its LID when it was released): held for a slot again, such a send keeps its place
+   * (docs/decisions/0013-pacing.md).
    */
   slotsReleased: Map<string, string>;
   /**
-   * The chats a slot is set aside for: released (all their waiting sends together, one slot per chat), none of their
-   * sends claimed yet. A look before their claims releases no more than the slots freed; the first claim of a chat's
-   * sends ends its slot's set-aside (that relay opens the chat, or leaves it to be looked at again), so the chat's
-   * other sends, due behind it, hold none (docs/decisions/0013-pacing.md).
+   * The chats a slot is set aside for, each named by its user as in {@link Runner.slotsReleased} (a user written to by
+   * number and by LID is one): released (all their waiting sends together, one slot per user), none of their sends
+   * claimed yet. A look before their claims releases no more than the slots freed; the first claim of a user's sends
+   * ends its slot's set-aside (that relay opens the chat, or leaves it to be looked at again), so the user's other
+   * sends, due behind it, hold none (docs/decisions/0013-pacing.md).
    */
   slotChats: Set<string>;
   /** The pending wake set by {@link Runners.schedule}, if any. */
@@ -172,29 +175,31 @@ export function afterLogout(runner: Runner): void {
 
 /**
  * Job `id` was canceled before its claim: when it was a send released for a new-chat slot, and the last released
- * send of its chat not claimed, the slot set aside for that chat is free again and the window is looked at in the
- * next pass. @returns true then (the caller wakes the queue).
+ * send of its user not claimed (by number or by LID, {@link Runner.slotsReleased}), the slot set aside for that user
+ * is free again and the window is looked at in the next pass. @returns true then (the caller wakes the queue).
  */
 export function unreleased(runner: Runner, id: string): boolean {
-  const chat = runner.slotsReleased.get(id);
-  if (chat === undefined) return false;
+  const user = runner.slotsReleased.get(id);
+  if (user === undefined) return false;
   runner.slotsReleased.delete(id);
-  if (!runner.slotChats.has(chat)) return false;
-  for (const other of runner.slotsReleased.values()) if (other === chat) return false;
-  runner.slotChats.delete(chat);
+  if (!runner.slotChats.has(user)) return false;
+  for (const other of runner.slotsReleased.values()) if (other === user) return false;
+  runner.slotChats.delete(user);
   runner.slotCheckAt = 0;
   return true;
 }
 
 /**
- * Job `id` (going to `chat`) was claimed: when it was a send released for a new-chat slot, it is no longer one
- * released and not claimed, and its chat's slot is no longer set aside (its relay opens the chat, or leaves the slot
- * to be looked at again), so the window is looked at again after its relay. @returns true then: held for a slot again,
- * it keeps its place.
+ * Job `id` was claimed: when it was a send released for a new-chat slot, it is no longer one released and not
+ * claimed, and the slot of the user it was released for ({@link Runner.slotsReleased}: by number or by LID, one
+ * slot) is no longer set aside (its relay opens the chat, or leaves the slot to be looked at again), so the window is
+ * looked at again after its relay. @returns true then: held for a slot again, it keeps its place.
  */
-export function claimedReleased(runner: Runner, id: string, chat: string): boolean {
-  if (!runner.slotsReleased.delete(id)) return false;
-  runner.slotChats.delete(chat);
+export function claimedReleased(runner: Runner, id: string): boolean {
+  const user = runner.slotsReleased.get(id);
+  if (user === undefined) return false;
+  runner.slotsReleased.delete(id);
+  runner.slotChats.delete(user);
   runner.slotCheckAt = 0;
   return true;
 }

@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import type { SendJobStatus } from '../domain/sends.ts';
 import { compiledStatement, compiledWithLimit } from './compiled.ts';
 import type { Database } from './schema.ts';
+import { jobChatUser } from './send-pacing.ts';
 
 /**
  * The queued sends of an instance that wait for a new-chat slot (the new-chats-per-day cap,
@@ -20,10 +21,14 @@ export const SLOT_WAIT = 2 ** 50;
 /** `pending` as a literal, for the `send_jobs_due` index (src/store/send-job-claims.ts says why). */
 const PENDING = sql.lit<SendJobStatus>('pending');
 
-/** A send released by {@link releaseSlotWaiters}: its id and the chat it goes to (`send_jobs.chat`). */
+/**
+ * A send released by {@link releaseSlotWaiters}: its id, the chat it goes to (`send_jobs.chat`) and the user whose slot
+ * it goes on (src/store/send-pacing.ts `jobChatUser`: the phone JID of the pair kept for a LID, else the chat).
+ */
 export interface ReleasedSlotWaiter {
   id: string;
   chat: string;
+  user: string;
 }
 
 interface ReleaseArgs extends Record<string, unknown> {
@@ -31,7 +36,7 @@ interface ReleaseArgs extends Record<string, unknown> {
   now: number;
 }
 
-type ReleasedRow = { id: string; chat: string; run_at: number | string; seq: number | string };
+type ReleasedRow = { id: string; chat: string; user: string; run_at: number | string; seq: number | string };
 
 /** Every waiting send of the instance, back to its place (no cap). */
 const releaseAll = compiledStatement<ReleaseArgs, ReleasedRow>((db, arg) =>
@@ -41,25 +46,26 @@ const releaseAll = compiledStatement<ReleaseArgs, ReleasedRow>((db, arg) =>
     .where('instance_id', '=', arg('instanceId'))
     .where('status', '=', PENDING)
     .where('run_at', '>=', SLOT_WAIT)
-    .returning(['id', 'chat', 'run_at', 'seq']),
+    .returning(['id', 'chat', jobChatUser('send_jobs').as('user'), 'run_at', 'seq']),
 );
 
 /**
- * The waiting sends of the instance's first `limit` chats in wait order, back to their places: the chats are those of
- * the waiting sends no waiting send to the same chat comes before (the first of each chat), in their order through
- * `send_jobs_due`, and every waiting send to one of them is released.
+ * The waiting sends of the instance's first `limit` users in wait order, back to their places: the users
+ * (`jobChatUser`: a LID with a kept pair is its phone JID's user) are those of the waiting sends no waiting send to the
+ * same user comes before (the first of each user), in their order through `send_jobs_due`, and every waiting send to
+ * one of them is released, by number and by LID alike.
  */
-const releaseFirstChats = compiledWithLimit<ReleaseArgs, ReleasedRow>((db, arg, limit) =>
+const releaseFirstUsers = compiledWithLimit<ReleaseArgs, ReleasedRow>((db, arg, limit) =>
   db
     .updateTable('send_jobs')
     .set({ run_at: sql<number>`run_at - ${SLOT_WAIT}`, updated_at: arg('now') })
     .where('instance_id', '=', arg('instanceId'))
     .where('status', '=', PENDING)
     .where('run_at', '>=', SLOT_WAIT)
-    .where('chat', 'in', (inner) =>
+    .where(jobChatUser('send_jobs'), 'in', (inner) =>
       inner
         .selectFrom('send_jobs as w')
-        .select('w.chat')
+        .select(jobChatUser('w').as('user'))
         .where('w.instance_id', '=', arg('instanceId'))
         .where('w.status', '=', PENDING)
         .where('w.run_at', '>=', SLOT_WAIT)
@@ -73,8 +79,8 @@ const releaseFirstChats = compiledWithLimit<ReleaseArgs, ReleasedRow>((db, arg, 
                 .where('e.run_at', '>=', SLOT_WAIT)
                 // Bounds the index range to the sends before it, as the exact order below cannot.
                 .where('e.run_at', '<=', sql.ref<number>('w.run_at'))
-                .where(sql<boolean>`e.chat = w.chat`)
-                .where(sql<boolean>`(e.run_at < w.run_at or (e.run_at = w.run_at and e.seq < w.seq))`),
+                .where(sql<boolean>`(e.run_at < w.run_at or (e.run_at = w.run_at and e.seq < w.seq))`)
+                .where(sql<boolean>`${jobChatUser('e')} = ${jobChatUser('w')}`),
             ),
           ),
         )
@@ -82,19 +88,22 @@ const releaseFirstChats = compiledWithLimit<ReleaseArgs, ReleasedRow>((db, arg, 
         .orderBy('w.seq')
         .limit(limit),
     )
-    .returning(['id', 'chat', 'run_at', 'seq']),
+    .returning(['id', 'chat', jobChatUser('send_jobs').as('user'), 'run_at', 'seq']),
 );
 
 /**
- * Releases the instance's sends waiting for a new-chat slot, by chat: those of the first `limit` chats they go to
- * (`send_jobs.chat`), in the order the chats first wait (`run_at`, then `seq`, of each chat's first waiting send), all
- * of them when `limit` is undefined. Every waiting send to such a chat is released with it: sends to one new chat open
- * one chat between them, the first relayed opens it and the others go to a known chat, so a chat takes one slot
- * (docs/decisions/0013-pacing.md). Each gets back the `run_at` it waited with (its place, the time its slot was first
- * expected), so it is due from then on in that place and claimed in its turn, its claim checking the cap again; `now`
- * (epoch ms) is its `updated_at`. One compiled statement either way, reading the instance's waiting sends through
- * `send_jobs_due` (with a limit: the first send of each chat until `limit` chats, then the chats' waiting sends).
- * @returns the sends released, in their order (`run_at`, then `seq`), and whether more may still wait (`limit` chats
+ * Releases the instance's sends waiting for a new-chat slot, by user: those of the first `limit` users they go to, in
+ * the order the users first wait (`run_at`, then `seq`, of each user's first waiting send), all of them when `limit`
+ * is undefined. A user is the chat sent to (`send_jobs.chat`), a LID whose pair the instance keeps counting as the
+ * user of that pair's phone JID (src/store/send-pacing.ts `jobChatUser`), as the store reads the pairs at this
+ * statement: a pair learned while sends wait joins them from the next release. Every waiting send to such a user is
+ * released with it, by number and by LID: sends to one new chat open one chat between them, the first relayed opens
+ * it and the others go to a known chat, so a user takes one slot (docs/decisions/0013-pacing.md). Each gets back the
+ * `run_at` it waited with (its place, the time its slot was first expected), so it is due from then on in that place
+ * and claimed in its turn, its claim checking the cap again; `now` (epoch ms) is its `updated_at`. One compiled
+ * statement either way, reading the instance's waiting sends through `send_jobs_due` and, for those sent to a LID, its
+ * pair by its key (with a limit: the first send of each user until `limit` users, then the users' waiting sends).
+ * @returns the sends released, in their order (`run_at`, then `seq`), and whether more may still wait (`limit` users
  *   released).
  * @throws the store's error.
  */
@@ -108,10 +117,10 @@ export async function releaseSlotWaiters(
   const { rows } =
     limit === undefined
       ? await releaseAll.run(db, { instanceId, now })
-      : await releaseFirstChats.run(db, { instanceId, now }, limit);
+      : await releaseFirstUsers.run(db, { instanceId, now }, limit);
   const released = rows
     .sort((a, b) => Number(a.run_at) - Number(b.run_at) || Number(a.seq) - Number(b.seq))
-    .map((row) => ({ id: row.id, chat: row.chat }));
-  const more = limit !== undefined && new Set(released.map((send) => send.chat)).size >= limit;
+    .map((row) => ({ id: row.id, chat: row.chat, user: row.user }));
+  const more = limit !== undefined && new Set(released.map((send) => send.user)).size >= limit;
   return { released, more };
 }

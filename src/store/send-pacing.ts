@@ -1,6 +1,6 @@
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
 import { LID_DOMAIN, lidOfJid } from '../domain/lids.ts';
-import { GROUP_DOMAIN, STATUS_BROADCAST, userJid } from '../domain/messages.ts';
+import { GROUP_DOMAIN, STATUS_BROADCAST, USER_DOMAIN, userJid } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import type { PacingSettings, SendJobStatus, SendPause } from '../domain/sends.ts';
 import { instanceRowError } from './faults.ts';
@@ -21,9 +21,42 @@ const SENT = sql.lit<SendJobStatus>('sent');
 const NEW_CHAT = sql.lit<number>(1);
 
 /**
- * How many relays of the instance's account opened a chat since `since` (epoch ms): the new-chats-per-day count. The
- * relays of an account that logged out since are not counted ({@link retireAccountRelays},
- * docs/decisions/0013-pacing.md).
+ * The phone JID (`<phone>@s.whatsapp.net`) of the pair the instance keeps for the `<lid>@lid` chat of the
+ * `send_jobs` row named `table` in the statement it is part of, or null (any other chat, or no pair kept): a
+ * correlated subquery reading `lid_mappings` by its primary key, as migration 0033 does.
+ */
+function keptPhoneJidOfJobChat(table: string): RawBuilder<string | null> {
+  const chat = sql.ref<string>(`${table}.chat`);
+  return sql<string | null>`(
+  select l.phone || ${sql.lit(`@${USER_DOMAIN}`)} from lid_mappings l
+  where l.instance_id = ${sql.ref(`${table}.instance_id`)} and ${chat} like ${sql.lit(`%@${LID_DOMAIN}`)}
+    and l.lid = substr(${chat}, 1, length(${chat}) - ${sql.lit(LID_DOMAIN.length + 1)})
+)`;
+}
+
+/**
+ * The user the chat of the `send_jobs` row named `table` addresses, as an SQL expression of the statement it is part
+ * of: for a `<lid>@lid` chat whose pair the instance keeps, that pair's phone JID (`<phone>@s.whatsapp.net`), where
+ * the chat's messages are stored (docs/decisions/0038-lid-mappings.md); otherwise the chat as sent to
+ * (`send_jobs.chat`: a phone JID, a group, or a LID with no pair kept, which parley cannot tell from another user).
+ * The new-chats-per-day pace counts and releases slots by it, so a user written to by number and by LID takes one
+ * slot (docs/decisions/0013-pacing.md). Only a LID chat reads `lid_mappings` (by its primary key).
+ */
+export function jobChatUser(table: string): RawBuilder<string> {
+  const chat = sql.ref<string>(`${table}.chat`);
+  const lid = sql.lit(`%@${LID_DOMAIN}`);
+  return sql<string>`(
+  case when ${chat} like ${lid} then coalesce(${keptPhoneJidOfJobChat(table)}, ${chat}) else ${chat} end
+)`;
+}
+
+/**
+ * How many users the relays of the instance's account opened a chat with since `since` (epoch ms): the
+ * new-chats-per-day count. A user counts once whichever address their relays named them by ({@link jobChatUser}: by
+ * number, or by a LID whose pair is kept now), so two relays each counted as opening a chat, one by number and one by
+ * LID before the pair was learned, count one chat (docs/decisions/0013-pacing.md). The relays of an account that
+ * logged out since are not counted ({@link retireAccountRelays}). One statement through `send_jobs_new_chats`, one
+ * look-up of a pair by its key per LID relay.
  */
 export async function countNewChatsSince(
   db: Kysely<Database>,
@@ -32,7 +65,7 @@ export async function countNewChatsSince(
 ): Promise<number> {
   const row = await db
     .selectFrom('send_jobs')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .select(sql<number>`count(distinct ${jobChatUser('send_jobs')})`.as('n'))
     .where('instance_id', '=', instanceId)
     .where('status', '=', SENT)
     .where('new_chat', '=', NEW_CHAT)
@@ -41,17 +74,6 @@ export async function countNewChatsSince(
     .executeTakeFirst();
   return Number(row?.n ?? 0);
 }
-
-/**
- * The phone JID (`<phone>@s.whatsapp.net`) of the pair the instance keeps for the `<lid>@lid` chat of the
- * `send_jobs` row of the statement it is part of, or null (any other chat, or no pair kept): a correlated subquery
- * reading `lid_mappings` by its primary key, as migration 0033 does.
- */
-const keptPhoneJidOfJobChat = sql<string | null>`(
-  select l.phone || '@s.whatsapp.net' from lid_mappings l
-  where l.instance_id = send_jobs.instance_id and send_jobs.chat like ${sql.lit(`%@${LID_DOMAIN}`)}
-    and l.lid = substr(send_jobs.chat, 1, length(send_jobs.chat) - ${sql.lit(LID_DOMAIN.length + 1)})
-)`;
 
 /**
  * Flags as opening a chat (`new_chat = 1`) the instance's jobs sent since `since` (epoch ms) that opened one but were
@@ -92,7 +114,7 @@ export async function markNewChatsSince(
             .whereRef('m.instance_id', '=', 'send_jobs.instance_id')
             // The job's chat, and for a `<lid>@lid` job the phone JID of the pair kept for it, where the chat's
             // messages are stored once the pair is known (docs/decisions/0038-lid-mappings.md).
-            .where((eb) => eb('m.chat', 'in', [eb.ref('send_jobs.chat'), keptPhoneJidOfJobChat]))
+            .where((eb) => eb('m.chat', 'in', [eb.ref('send_jobs.chat'), keptPhoneJidOfJobChat('send_jobs')]))
             .whereRef('m.id', '<>', 'send_jobs.id')
             // A sent job's own message is ordered by its relay (the same clock, ties by acceptance), any other by
             // the message's time.
@@ -120,22 +142,28 @@ export async function markNewChatsSince(
 }
 
 /**
- * The `sent_at` of the oldest chat-opening relay of the instance's account since `since`, i.e. when the 24 h window
- * frees a slot (an account that logged out since is not counted, as in {@link countNewChatsSince}).
+ * When the 24 h window next counts one user fewer, as the `sent_at` (epoch ms) whose leaving frees it: the earliest,
+ * over the users counted since `since` ({@link countNewChatsSince}), of each user's latest chat-opening relay since
+ * then. A user counted once for two relays (by number and by LID) stays counted until the later one leaves the
+ * window (docs/decisions/0013-pacing.md). Undefined when none is counted (an account that logged out since is not).
  */
 export async function oldestNewChatSince(
   db: Kysely<Database>,
   instanceId: string,
   since: number,
 ): Promise<number | undefined> {
-  const row = await db
+  const lastPerUser = db
     .selectFrom('send_jobs')
-    .select((eb) => eb.fn.min('sent_at').as('oldest'))
+    .select((eb) => eb.fn.max('sent_at').as('last'))
     .where('instance_id', '=', instanceId)
     .where('status', '=', SENT)
     .where('new_chat', '=', NEW_CHAT)
     .where('sent_at', '>=', since)
     .where('logged_out_at', 'is', null)
+    .groupBy(jobChatUser('send_jobs'));
+  const row = await db
+    .selectFrom(lastPerUser.as('u'))
+    .select((eb) => eb.fn.min('u.last').as('oldest'))
     .executeTakeFirst();
   return row?.oldest === null || row?.oldest === undefined ? undefined : Number(row.oldest);
 }

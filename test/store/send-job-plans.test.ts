@@ -105,7 +105,22 @@ for (const dialect of testDialects()) {
       assert.doesNotMatch(plan, dialect === 'sqlite' ? /SCAN m\b/ : /Seq Scan on messages/, plan);
     });
 
-    it('the release of the sends waiting for a new-chat slot reads the waiting sends through send_jobs_due', async () => {
+    /**
+     * Asserts that `plan` reads the pair kept for a job's LID (the user a slot is counted for,
+     * src/store/send-pacing.ts `jobChatUser`) through an index of `lid_mappings`, never the table whole.
+     */
+    function lidPairsByKey(plan: string): void {
+      assert.match(
+        plan,
+        dialect === 'sqlite'
+          ? /SEARCH l USING INDEX \w+lid_mappings\w* \(instance_id=\? AND lid=\?\)/
+          : /Index \w*\s?Scan using \w+ on lid_mappings/,
+        plan,
+      );
+      assert.doesNotMatch(plan, dialect === 'sqlite' ? /SCAN l\b/ : /Seq Scan on lid_mappings/, plan);
+    }
+
+    it('the release of the sends waiting for a new-chat slot reads the waiting sends through send_jobs_due, pairs by key', async () => {
       const db = traced.store.db;
       const org = await adminCreateOrg(db, { name: 'slots', plan: 'pro' });
       const instance = await adminCreateInstance(db, { org: org.id, env: 'test', name: 's' });
@@ -128,6 +143,7 @@ for (const dialect of testDialects()) {
       assert.match(first, /'pending'/, 'the status is written into the text');
       const plan = await planOf(testStore.store.db, dialect, first);
       assert.match(plan, /send_jobs_due/, plan);
+      lidPairsByKey(plan);
       assert.doesNotMatch(
         plan,
         dialect === 'sqlite' ? /SCAN (send_jobs|w|e)\b/ : /Seq Scan on send_jobs/,
@@ -139,7 +155,7 @@ for (const dialect of testDialects()) {
       assert.match(await planOf(testStore.store.db, dialect, all), /send_jobs_due/);
     });
 
-    it('the new-chats-per-day counts read send_jobs_new_chats', async () => {
+    it("the new-chats-per-day counts read send_jobs_new_chats, and a LID job's pair by its key", async () => {
       for (const call of [
         () => countNewChatsSince(traced.store.db, 'i-1', 0),
         () => oldestNewChatSince(traced.store.db, 'i-1', 0),
@@ -147,6 +163,7 @@ for (const dialect of testDialects()) {
         const text = await statementOf(call);
         const plan = await planOf(testStore.store.db, dialect, text);
         assert.match(plan, /send_jobs_new_chats/, plan);
+        lidPairsByKey(plan);
       }
     });
 
