@@ -56,6 +56,13 @@ export interface OutboundRequest {
    * pipelined. Without it a request has a pooled connection to itself.
    */
   channel?: OutboundChannel;
+  /**
+   * Most time from the call to the end of the answer, milliseconds (a number; 0 or less times out at once): the
+   * bound `timeoutMs` never runs past, also when a channel's request counts its time from the answer before it. A
+   * webhook lane gives the time its claim has left before it could go stale
+   * (docs/decisions/0058-pipelined-lanes.md). Default: no bound beyond `timeoutMs`.
+   */
+  endWithinMs?: number;
 }
 
 /** The answer to an {@link OutboundRequest}. A 3xx is returned as-is: redirects are never followed. */
@@ -210,7 +217,7 @@ export class OutboundGuard {
    * (docs/decisions/0058-pipelined-lanes.md).
    * @throws OutboundError with the failure's reason: `invalid-url`, `scheme`, `blocked-address`, `dns`,
    *   `timeout`, `too-large` (error mode), `connect`, `tls`, `protocol`.
-   * @throws TypeError for a bad `timeoutMs`/`maxResponseBytes`; Error when the guard is closed.
+   * @throws TypeError for a bad `timeoutMs`/`maxResponseBytes`/`endWithinMs`; Error when the guard is closed.
    */
   async request(url: string | URL, request: OutboundRequest): Promise<OutboundResponse> {
     if (this.#closed) throw new Error('OutboundGuard is closed');
@@ -219,6 +226,9 @@ export class OutboundGuard {
     }
     if (!(Number.isSafeInteger(request.maxResponseBytes) && request.maxResponseBytes >= 0)) {
       throw new TypeError('maxResponseBytes must be a non-negative integer');
+    }
+    if (request.endWithinMs !== undefined && Number.isNaN(request.endWithinMs)) {
+      throw new TypeError('endWithinMs must be a number of milliseconds');
     }
     const target = this.parseUrl(typeof url === 'string' ? url : url.href);
     const started = performance.now();
@@ -246,7 +256,12 @@ export class OutboundGuard {
       }
       deadline.withdraw(timedOut());
     };
-    let timer = setTimeout(onTimeout, request.timeoutMs);
+    /** The time-out to arm now: `timeoutMs`, cut to what is left of `endWithinMs` since the call. */
+    const timeLeft = () =>
+      request.endWithinMs === undefined
+        ? request.timeoutMs
+        : Math.max(0, Math.min(request.timeoutMs, request.endWithinMs - (performance.now() - started)));
+    let timer = setTimeout(onTimeout, timeLeft());
     // Taken before the first wait: a channel's requests are written in the order of these calls.
     const turn = channel?.enter();
     let reusable = false;
@@ -265,12 +280,13 @@ export class OutboundGuard {
         // Behind unanswered requests on its connection, a request's time counts from the end of the last of them,
         // when its answer is the next the receiver owes: a receiver answering one request after the other gives it
         // the time one request at a time would have. Each request ahead is bounded by its own time, and one that
-        // runs out closes the connection under this one.
+        // runs out closes the connection under this one. Never past `endWithinMs`: a webhook request must end before
+        // its claim can go stale (docs/decisions/0058-pipelined-lanes.md).
         if (place.ahead !== undefined) {
           clearTimeout(timer);
           place.ahead.then(() => {
             if (ended || deadline.aborted) return;
-            timer = setTimeout(onTimeout, request.timeoutMs);
+            timer = setTimeout(onTimeout, timeLeft());
           });
         }
       }

@@ -291,15 +291,23 @@ export const LOCK_TAIL_SQLITE = tailStatement();
  * (docs/decisions/0086-generic-key-lookup-plans.md): its one plan a connection reads each lane's rows through the lanes' index
  * (no other index holds the lane's conditions) and locks them by their primary key, bounded by the tail's event ids,
  * whatever the table's size when the plan was made.
+ *
+ * A lane another claim took meanwhile is reported, not shared: the head statement judged the lane idle on the
+ * snapshot it began with, so a claim of another worker committing during it (its head a row this claim found not yet
+ * due, or not yet redelivered) holds the rows after this claim's head. Their live lock is read once the read waited
+ * for them, and each such row comes back with `contested` true (its `sequence`, `attempts` and `max_attempts` 0);
+ * the caller gives that lane's head and tail back (`claimDeliveriesIn`), so one lane is never sent by two claims at
+ * once, out of `sequence` order (test/webhooks/claim-contested-lane.test.ts). Rows locked here have `contested`
+ * false.
  */
 export const LOCK_TAILS_POSTGRES = `${KEY_LOOKUPS} with lanes as (
   select * from unnest($5::varchar[], $6::varchar[], $7::bigint[]) as l(instance_id, endpoint_id, head_sequence)
 ), tail as materialized (
-  select t.event_id, t.endpoint_id from lanes l cross join lateral (
-    select d.event_id, d.endpoint_id from webhook_deliveries d
+  select t.event_id, t.endpoint_id, t.instance_id, t.live from lanes l cross join lateral (
+    select d.event_id, d.endpoint_id, d.instance_id, coalesce(d.locked_at >= $3::bigint, false) as live
+    from webhook_deliveries d
     where d.instance_id = l.instance_id and d.endpoint_id = l.endpoint_id and d.status = 'pending'
       and d.sequence > l.head_sequence and d.run_at <= $2::bigint
-      and (d.locked_at is null or d.locked_at < $3::bigint)
       and d.attempts < d.max_attempts
     order by d.sequence
     limit $4::integer
@@ -307,8 +315,11 @@ export const LOCK_TAILS_POSTGRES = `${KEY_LOOKUPS} with lanes as (
   ) t
 ), locked as (
   update webhook_deliveries w set locked_by = $1::varchar, locked_at = $8::bigint
-  from tail where w.event_id = tail.event_id and w.event_id = any (array(select event_id from tail))
-    and coalesce(w.endpoint_id = tail.endpoint_id, false)
+  from tail where w.event_id = tail.event_id and w.event_id = any (array(select event_id from tail where not live))
+    and coalesce(w.endpoint_id = tail.endpoint_id and not tail.live, false)
   returning w.event_id, w.endpoint_id, w.instance_id, w.sequence, w.attempts, w.max_attempts
 )
-select * from locked order by instance_id, endpoint_id, sequence`;
+select event_id, endpoint_id, instance_id, sequence, attempts, max_attempts, false as contested from locked
+union all
+select event_id, endpoint_id, instance_id, 0, 0, 0, true from tail where live
+order by instance_id, endpoint_id, sequence`;

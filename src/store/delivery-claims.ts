@@ -251,9 +251,14 @@ export async function claimDeliveriesIn(
     const heads = await lockDue(trx, dialect, extended(options, { limit: options.limit - lanes }));
     if (heads.length === 0) break;
     const exhausted = heads.filter((row) => row.attempts > row.max_attempts);
-    const usable = heads.filter((row) => row.attempts <= row.max_attempts);
-    const tails = await lockTails(trx, dialect, options, usable);
-    const open = [...heads, ...tails];
+    const locked = heads.filter((row) => row.attempts <= row.max_attempts);
+    const { tails: lockedTails, contested } = await lockTails(trx, dialect, options, locked);
+    // A lane another claim took while the head statement ran is given back whole (PostgreSQL only,
+    // `LOCK_TAILS_POSTGRES`): sent beside that claim's batch, its head and tail would start out of `sequence` order.
+    const usable = locked.filter((row) => !contested.has(laneOf(row)));
+    const tails = lockedTails.filter((row) => !contested.has(laneOf(row)));
+    if (contested.size > 0) await giveBackContested(trx, options, locked, lockedTails, contested);
+    const open = [...exhausted, ...usable, ...tails];
     // With rows to start, their open attempts are marked abandoned by the statement reading their details.
     const folded = usable.length + tails.length > 0;
     if (!folded) await abandonOpenAttempts(trx, open, options.now);
@@ -314,17 +319,21 @@ function lockDue(
  * of the lane in `sequence` order (a lane batch: the worker sends them one after the other, still one attempt per
  * URL at a time). Runs in the claim's transaction, after the heads are locked, so no other worker can take the
  * lane meanwhile.
+ * @returns the rows locked, and (PostgreSQL) the lanes (`<instanceId>/<endpointId>`) another claim, committed while
+ *   the head statement ran, holds live rows of (`LOCK_TAILS_POSTGRES`): none of their rows is locked here, and the
+ *   caller gives their heads back.
  */
 async function lockTails(
   trx: Transaction<Database>,
   dialect: DatabaseConfig['dialect'],
   options: ClaimOptions,
   heads: readonly LockedRow[],
-): Promise<LockedRow[]> {
+): Promise<{ tails: LockedRow[]; contested: Set<string> }> {
   const perLane = options.perLane ?? 1;
-  if (perLane <= 1 || heads.length === 0) return [];
+  const contested = new Set<string>();
+  if (perLane <= 1 || heads.length === 0) return { tails: [], contested };
   if (dialect === 'postgres') {
-    const { rows } = await trx.executeQuery<LockedRow>(
+    const { rows } = await trx.executeQuery<LockedRow & { contested: boolean }>(
       CompiledQuery.raw(LOCK_TAILS_POSTGRES, [
         options.workerId,
         dueAtOf(options),
@@ -336,7 +345,8 @@ async function lockTails(
         lockedAtOf(options),
       ]),
     );
-    return rows;
+    for (const row of rows) if (row.contested) contested.add(laneOf(row));
+    return { tails: rows.filter((row) => !row.contested), contested };
   }
   // SQLite: statements are calls into this process, one a lane costs no round trip.
   const tails: LockedRow[] = [];
@@ -356,7 +366,44 @@ async function lockTails(
     );
     tails.push(...result.rows);
   }
-  return tails;
+  return { tails, contested };
+}
+
+/** The lane of a locked row: `<instanceId>/<endpointId>`. */
+function laneOf(row: Pick<LockedRow, 'instance_id' | 'endpoint_id'>): string {
+  return `${row.instance_id}/${row.endpoint_id}`;
+}
+
+/**
+ * Gives back, in the claim's transaction, what it locked of the lanes in `contested` (another claim holds them, see
+ * `LOCK_TAILS_POSTGRES`): each head unlocked with its counted attempt taken back, each tail row unlocked. Only rows
+ * still holding this claim are touched.
+ */
+async function giveBackContested(
+  trx: Transaction<Database>,
+  options: ClaimOptions,
+  heads: readonly LockedRow[],
+  tails: readonly LockedRow[],
+  contested: ReadonlySet<string>,
+): Promise<void> {
+  const of = (rows: readonly LockedRow[]) => rows.filter((row) => contested.has(laneOf(row)));
+  for (const [rows, counted] of [
+    [of(heads), true],
+    [of(tails), false],
+  ] as const) {
+    if (rows.length === 0) continue;
+    await trx
+      .updateTable('webhook_deliveries')
+      .set((eb) => ({
+        locked_by: null,
+        locked_at: null,
+        attempts: counted ? eb('attempts', '-', 1) : eb.ref('attempts'),
+      }))
+      .where((eb) => keyIn(eb, rows, isPostgres(trx)))
+      .where('locked_by', '=', options.workerId)
+      .where('locked_at', '=', lockedAtOf(options))
+      .execute();
+  }
 }
 
 /**

@@ -125,7 +125,12 @@ export async function runLane(context: LaneRunContext, run: LaneRun, share: numb
     let delivery: ClaimedDelivery | undefined = first;
     while (delivery !== undefined) {
       run.attempted += 1;
-      const sent = await sendAttempt(options, delivery, channel);
+      // The request ends before its claim could go stale, as one request at a time does (started within half the
+      // stale timeout, it ends within one time-out more): a request waiting on the channel behind slow answers is cut
+      // then, instead of being claimed again as stale and sent a second time while it is still out
+      // (docs/decisions/0058-pipelined-lanes.md).
+      const endWithinMs = delivery.lockedAt + staleMs / 2 + options.timeoutMs - storeClockOf(options)();
+      const sent = await sendAttempt(options, delivery, channel, endWithinMs);
       // Taken in the order the answers come, which is the order their records are written in.
       const taken: TakenDelivery | undefined =
         sent.record.error === null && mayStart(delivery) ? take() : undefined;

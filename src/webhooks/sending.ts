@@ -49,7 +49,9 @@ export function attemptErrorText(
  * Posts a delivery to its HTTPS receiver through the outbound guard and fills `record` from the response
  * (docs/decisions/0005-outbox-and-delivery.md: 2xx delivered, 410 Gone disables, 3xx not followed). With a
  * `channel` (a lane's window, docs/decisions/0058-pipelined-lanes.md) the request is written after the lane's
- * request before it, on the lane's connection.
+ * request before it, on the lane's connection. With `endWithinMs` (ms from the call) the request fails as timed out
+ * once that much time has passed, whatever its place on the channel: its claim's time left
+ * (docs/decisions/0058-pipelined-lanes.md).
  * @returns the response's `retry-after` and whether it was a 410.
  * @throws OutboundError when no response came.
  */
@@ -59,6 +61,7 @@ export async function postDelivery(
   headers: Record<string, string>,
   record: AttemptRecord,
   channel?: OutboundChannel,
+  endWithinMs?: number,
 ): Promise<{ retryAfter: string | undefined; gone: boolean }> {
   let gone = false;
   const response = await guard.request(delivery.url, {
@@ -69,6 +72,7 @@ export async function postDelivery(
     maxResponseBytes: RESPONSE_LOG_BYTES,
     onTooLarge: 'truncate',
     ...(channel === undefined ? {} : { channel }),
+    ...(endWithinMs === undefined ? {} : { endWithinMs }),
   });
   record.statusCode = response.status;
   record.durationMs = response.durationMs;
@@ -155,12 +159,15 @@ export interface SentAttempt {
  * One attempt's request: signs (docs/decisions/0006-signatures.md) and posts through the guard, or publishes to a
  * broker endpoint. Never throws: a failure is the record's `error`; the worker records what it returns. The
  * request is issued before the first wait, so attempts issued one after the other on a `channel` reach the
- * receiver in that order (docs/decisions/0058-pipelined-lanes.md).
+ * receiver in that order (docs/decisions/0058-pipelined-lanes.md). `endWithinMs` (ms from the call) bounds an HTTPS
+ * request's whole time, its waits behind the channel's earlier requests included: the time its claim has left
+ * before it could go stale (a broker publish is bounded by `timeoutMs` from the call already).
  */
 export async function sendAttempt(
   options: Pick<DeliveryWorkerOptions, 'box' | 'clock' | 'guard' | 'brokers' | 'timeoutMs' | 'logger'>,
   delivery: ClaimedDelivery,
   channel?: OutboundChannel,
+  endWithinMs?: number,
 ): Promise<SentAttempt> {
   const { box, clock } = options;
   const startedAt = clock();
@@ -194,7 +201,7 @@ export async function sendAttempt(
       record.responseBody = await publishDelivery(options, url, delivery, headers, timestampSeconds);
       record.durationMs = Math.round(performance.now() - started);
     } else {
-      ({ retryAfter, gone } = await postDelivery(options, delivery, headers, record, channel));
+      ({ retryAfter, gone } = await postDelivery(options, delivery, headers, record, channel, endWithinMs));
     }
   } catch (error) {
     record.durationMs = Math.round(performance.now() - started);
