@@ -9,6 +9,15 @@ import type { Database } from '../store/schema.ts';
  */
 export const CLOCK_SKEW_ERROR_MS = 8000;
 
+/**
+ * Most a sync's new reading may fall behind what {@link StoreClock.now} already answered, ms, and still be held back:
+ * a reading a little behind (half a round trip's error either way, the monotonic clock's drift since the last sync)
+ * would otherwise move the estimate back by that much, and times taken on either side of the sync (two webhook
+ * deliveries' due times, one send after another) would read in the wrong order. Further behind, the store's clock
+ * itself was set back, and the estimate follows it at once (docs/decisions/0008-leases-and-fencing.md, "One clock").
+ */
+export const HELD_BACK_MAX_MS = 1000;
+
 /** Options of a {@link StoreClock}. Times in epoch ms, durations in ms. */
 export interface StoreClockOptions {
   db: Kysely<Database>;
@@ -61,6 +70,8 @@ export class StoreClock {
   /** The monotonic time of that reading. */
   #monotonicAt = 0;
   #skewLogged = false;
+  /** The last time {@link now} answered, epoch ms (a reading a little behind it is held back to it). */
+  #answered = Number.NEGATIVE_INFINITY;
   /** The read in flight, which a concurrent {@link sync} joins. */
   #syncing: Promise<void> | undefined;
 
@@ -120,10 +131,15 @@ export class StoreClock {
 
   /**
    * The store's clock now, whole epoch ms, as this node estimates it: the last reading plus the monotonic time
-   * elapsed since. Before the first {@link sync}, this node's wall clock.
+   * elapsed since, never less than an earlier answer unless the estimate fell more than {@link HELD_BACK_MAX_MS}
+   * behind it (a sync's reading a little behind the estimate before it holds the answers at that earlier one until
+   * the new estimate passes it). Before the first {@link sync}, this node's wall clock.
    */
   now(): number {
     if (this.#storeAt === undefined) return this.#wall();
-    return Math.floor(this.#storeAt + (this.#monotonic() - this.#monotonicAt));
+    const estimate = Math.floor(this.#storeAt + (this.#monotonic() - this.#monotonicAt));
+    if (estimate < this.#answered && this.#answered - estimate <= HELD_BACK_MAX_MS) return this.#answered;
+    this.#answered = estimate;
+    return estimate;
   }
 }

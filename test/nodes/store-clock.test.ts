@@ -49,6 +49,40 @@ describe('StoreClock', () => {
     }
   });
 
+  it('never answers less than before for a sync reading a little behind, and follows a store clock set back', async () => {
+    const testStore = await createTestStore('sqlite');
+    try {
+      let store = 1_000_000;
+      let monotonic = 50;
+      const clock = new StoreClock({
+        db: testStore.store.db,
+        logger: pino({ level: 'silent' }),
+        read: async () => store,
+        wall: () => store,
+        monotonic: () => monotonic,
+      });
+      await clock.sync();
+      monotonic += 100;
+      assert.equal(clock.now(), 1_000_100);
+      // The next reading is 5 ms behind the estimate (a round trip's error): the answer holds at the earlier one.
+      store = 1_000_095;
+      await clock.sync();
+      assert.equal(clock.now(), 1_000_100, 'held at what it answered');
+      monotonic += 3;
+      assert.equal(clock.now(), 1_000_100, 'until the new estimate passes it');
+      monotonic += 7;
+      assert.equal(clock.now(), 1_000_105);
+      // The store's clock set back by a minute: followed at once.
+      store = 940_000;
+      await clock.sync();
+      assert.equal(clock.now(), 940_000);
+      monotonic += 1;
+      assert.equal(clock.now(), 940_001);
+    } finally {
+      await testStore.cleanup();
+    }
+  });
+
   it("reads PostgreSQL's clock", { skip: !process.env.TEST_DATABASE_URL }, async () => {
     const testStore = await createTestStore('postgres');
     try {
