@@ -89,6 +89,23 @@ export class SessionReleasedError extends DomainError {
 }
 
 /**
+ * A connect that found the instance's one-socket lock held by another process (`instance_locks`,
+ * docs/decisions/0025-live-engine.md): `409` `instance is connected by another parley process (<holder>); its lock
+ * expires at <time>`. A boot restore on one node tries again after it: the holder may be a process that was killed,
+ * whose lock nobody releases before it expires (docs/decisions/0117-boot-restores-wait-out-a-dead-process-lock.md).
+ */
+export class SessionLockHeldError extends DomainError {
+  /** @param holder the lock's owner (a process's node id); `expiresAt` its expiry, RFC 3339. */
+  constructor(holder: string, expiresAt: string) {
+    super(
+      'conflict',
+      `instance is connected by another parley process (${holder}); its lock expires at ${expiresAt}`,
+    );
+    this.name = 'SessionLockHeldError';
+  }
+}
+
+/**
  * The one message every authentication failure answers with (docs/decisions/0020-security-promises.md: it does not
  * reveal which).
  */

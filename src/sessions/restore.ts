@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely } from 'kysely';
-import { DomainError } from '../domain/errors.ts';
+import { DomainError, SessionLockHeldError } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
 import { listInstancesToRestore } from '../store/instances.ts';
 import type { Database } from '../store/schema.ts';
@@ -17,19 +17,24 @@ export interface ListedInstance {
 
 /**
  * Whether a boot restore that failed with `error` is tried again with backoff (one node,
- * docs/decisions/0016-session-lifecycle.md): when the platform could not be reached (503 platform_unreachable) or the
+ * docs/decisions/0016-session-lifecycle.md): when the platform could not be reached (503 platform_unreachable), the
  * store did not answer ({@link isTransientStoreError}: `store_unavailable`, a serialization failure or deadlock;
- * docs/decisions/0011-store-faults.md), so the restore is retried until its dependency answers. Any other failure (the
- * platform's refusal, the one-socket lock held by another process) leaves the session stopped until `connect`.
+ * docs/decisions/0011-store-faults.md), or another process holds the instance's one-socket lock
+ * ({@link SessionLockHeldError}: a process killed while connected leaves it live until it expires,
+ * docs/decisions/0117-boot-restores-wait-out-a-dead-process-lock.md), so the restore is retried until its dependency
+ * answers or the lock is free. Any other failure (the platform's refusal) leaves the session stopped until `connect`.
  */
 export function restoreRetried(error: unknown): boolean {
   return (
-    (error instanceof DomainError && error.code === 'platform_unreachable') || isTransientStoreError(error)
+    (error instanceof DomainError && error.code === 'platform_unreachable') ||
+    error instanceof SessionLockHeldError ||
+    isTransientStoreError(error)
   );
 }
 
 /** Why a boot restore that failed with `error` is retried ({@link restoreRetried}), for its log line. */
 function retriedBecause(error: unknown): string {
+  if (error instanceof SessionLockHeldError) return 'another process holds its one-socket lock';
   return isTransientStoreError(error) ? 'the store did not answer' : 'platform unreachable';
 }
 

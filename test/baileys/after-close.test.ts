@@ -33,7 +33,13 @@ describe('what follows a close (docs/decisions/0025-live-engine.md)', () => {
       refreshVersion: true,
     });
     const second = planAfterClose(closed(405, { connecting: true, refreshes: 1 })).plan;
-    assert.equal(second.kind, 'fail-connect');
+    assert.ok(second.kind === 'fail-connect');
+    // Refused again after the refresh: nothing retries, and the reason says so.
+    assert.equal(second.failure.code, 'platform_refused');
+    assert.equal(
+      second.failure.message,
+      'client version outdated (405): refused again after a refresh of the platform version in a row; not reconnecting: update parley, then call connect to try again',
+    );
     const unlinked = planAfterClose(closed(401, { connecting: true })).plan;
     assert.ok(unlinked.kind === 'fail-connect');
     assert.ok(unlinked.failure instanceof DomainError);
@@ -98,7 +104,13 @@ describe('what follows a close (docs/decisions/0025-live-engine.md)', () => {
       refreshVersion: true,
       reason: decideClose(405).reason,
     });
-    assert.equal(planAfterClose(closed(405, { refreshes: 3 })).plan.kind, 'stop');
+    assert.deepEqual(planAfterClose(closed(405, { refreshes: 3 })).plan, {
+      kind: 'stop',
+      reason:
+        'client version outdated (405): refused again after 3 refreshes of the platform version in a row; not reconnecting: update parley, then call connect to try again',
+      wipe: false,
+      cause: undefined,
+    });
   });
 
   it('reconnects after the backoff, at once for a first 515 since the connect or a stable open', () => {

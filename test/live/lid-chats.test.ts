@@ -7,7 +7,9 @@
  * unchanged); and their read receipts were reported but left the stored message `sent`. The chat keeps its user's
  * name (it had none until the user wrote again); a group member stored by LID is named by number (group history kept
  * the LID); and a send by LID to a user written to by number opens no second chat for the new-chats pace (it read
- * the LID's chat, empty). Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
+ * the LID's chat, empty). The contacts list names the user once, by number: the platform's contact update had
+ * stored the user under the LID, listed beside the phone JID of the moved chat's peer. Runs on SQLite, and on
+ * PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -216,6 +218,29 @@ for (const dialect of testDialects()) {
       assert.equal(history.status, 200, JSON.stringify(history.body));
       const read = history.body.data.messages.find((m: { id: string }) => m.id === said.body.id);
       assert.equal(read?.sender, phoneJid, JSON.stringify(read));
+    });
+
+    it('the contacts list names the user once, by number, once the pair is learned', async () => {
+      const hidden = '5521911110000';
+      const lid = await hiddenUser(hidden);
+      const phoneJid = `${hidden}@s.whatsapp.net`;
+      const contacts = async (): Promise<Record<string, { pushName: string }>> => {
+        const listed = await app.live('GET', '/v1/contacts/list');
+        assert.equal(listed.status, 200, JSON.stringify(listed.body));
+        return listed.body.data;
+      };
+      const said = await control(sim, 'POST', '/messages', { from: hidden, to: shop, text: 'who am I?' });
+      assert.equal(said.status, 201, JSON.stringify(said.body));
+      await until('the message', () => messageRow(app, said.body.id));
+      // Known by LID alone meanwhile: the platform's contact update (its push name) names the LID.
+      const before = await until('the user listed under the LID', async () => (await contacts())[lid]);
+      assert.equal(before.pushName, 'Private');
+      assert.equal((await contacts())[phoneJid], undefined);
+
+      await learn(hidden, lid);
+      const after = await contacts();
+      assert.equal(after[lid], undefined, `no entry under the LID: ${JSON.stringify(after)}`);
+      assert.equal(after[phoneJid]?.pushName, 'Private', JSON.stringify(after));
     });
   });
 }

@@ -3,8 +3,9 @@
  * HTTP API: a platform that stops answering keep-alive pings (reconnect within the keep-alive window), a message
  * the platform rejects (502 with its reason), the platform's rate-overlimit and reach-out timelock (429 each with
  * its own message and Retry-After), and a blocked account refused at every login (the restart loop stops after
- * the configured number of refusals, with the reason in the status). Runs on SQLite, and on PostgreSQL when
- * TEST_DATABASE_URL is set.
+ * the configured number of refusals, with the reason in the status), and a login refused as outdated (405) after
+ * every version refresh (the loop stops after three; the status said it was retrying while nothing retried). Runs on
+ * SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -63,7 +64,12 @@ for (const dialect of testDialects()) {
       sim = await startTestSimulator();
       app = await liveApp(sim, {
         dialect,
-        tuning: { keepAliveIntervalMs: KEEP_ALIVE_MS, loginRefusalLimit: REFUSAL_LIMIT },
+        tuning: {
+          keepAliveIntervalMs: KEEP_ALIVE_MS,
+          loginRefusalLimit: REFUSAL_LIMIT,
+          // The platform's site is not asked: a refresh fails at once and the current version is kept.
+          fetchVersion: () => Promise.reject(new TypeError('fetch failed')),
+        },
       });
     });
     after(async () => {
@@ -211,6 +217,43 @@ for (const dialect of testDialects()) {
         after.map((a) => [a.kind, a.loggedIn]),
         [...Array.from({ length: REFUSAL_LIMIT - 1 }, () => ['login', false]), ['login', true]],
       );
+    });
+
+    it('a login refused as outdated (405) after every version refresh: the loop stops, and the status says so', async () => {
+      const account = await linkedAccount();
+      const before = (await attemptsOf(sim, account)).length;
+      const outdated = await control(sim, 'POST', '/faults', { phone: account, kind: 'block', code: 405 });
+      assert.deepEqual(outdated.body, { phone: account, kind: 'block', code: 405, sockets: 1 });
+      // The open socket ends with the 405, then each login after a refresh (no delay) is refused with it, until the
+      // third refresh in a row: 503 while the session comes back by itself, 409 once it stopped.
+      const stopped = await until('the session to stop', async () => {
+        const answer = await app.live('GET', '/v1/contacts/list');
+        return answer.status === 409 ? answer : undefined;
+      });
+      const status = await app.status();
+      const reason =
+        'client version outdated (405): refused again after 3 refreshes of the platform version in a row; not reconnecting: update parley, then call connect to try again';
+      assert.deepEqual(
+        { connected: status.connected, loggedIn: status.loggedIn, reason: status.reason },
+        { connected: false, loggedIn: true, reason },
+      );
+      assert.deepEqual(stopped.body, {
+        error: { code: 409, message: `instance is not connected: ${reason}` },
+      });
+      const refused = (await attemptsOf(sim, account)).slice(before);
+      assert.deepEqual(
+        refused.map((a) => [a.kind, a.loggedIn]),
+        [
+          ['login', false],
+          ['login', false],
+          ['login', false],
+        ],
+        'one refused login per refresh, then none',
+      );
+      // Once the platform takes the version again, connect logs in with the stored credentials.
+      await control(sim, 'POST', '/faults', { phone: account, kind: 'unblock' });
+      assert.equal((await app.live('POST', '/v1/session/connect')).status, 200);
+      await waitForStatus(app, true, true);
     });
   });
 }

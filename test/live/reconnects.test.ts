@@ -1,8 +1,9 @@
 /**
  * How parley's live engine reconnects, against the simulator over real sockets (docs/decisions/0025-live-engine.md):
  * a platform that accepts each login and ends it a moment later (a stream restart, 515, or a dropped socket) is not
- * hammered, the backoff going on from one short connection to the next; and a disconnect while the engine refreshes
- * the platform version after a 405 is not undone by the reconnect that refresh was for. Runs on SQLite.
+ * hammered, the backoff going on from one short connection to the next; a 405 on an open connection is reported as
+ * down (not connected, calls answered 503) while the engine refreshes the platform version; and a disconnect meanwhile
+ * is not undone by the reconnect that refresh was for. Runs on SQLite.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -121,6 +122,46 @@ describe('live engine reconnects (simulator)', () => {
       }
     });
   }
+
+  it('a 405 on an open connection: reported down while the version is refreshed, and calls told to retry', async () => {
+    let fetches = 0;
+    let answer: (error: Error) => void = () => undefined;
+    const fetchVersion = () => {
+      fetches += 1;
+      // The refresh (up to 5 s against the platform's site) answers when the test says: the version is kept.
+      return new Promise<WAVersion>((_resolve, reject) => {
+        answer = reject;
+      });
+    };
+    const app = await liveApp(sim, { tuning: { fetchVersion } });
+    try {
+      const account = await nextAccount();
+      await pairLive(sim, app, account);
+      const outdated = await control(sim, 'POST', '/faults', {
+        phone: account,
+        kind: 'stream-error',
+        code: 405,
+      });
+      assert.equal(outdated.status, 200);
+      await until('the version refresh', () => (fetches > 0 ? true : undefined));
+      // The socket is closed: the session is not connected, and comes back by itself (503, not a 409).
+      const status = await app.status();
+      assert.deepEqual(
+        { connected: status.connected, loggedIn: status.loggedIn, reason: status.reason },
+        {
+          connected: false,
+          loggedIn: true,
+          reason: 'client version outdated (405): refreshing the platform version and retrying',
+        },
+      );
+      const call = await app.live('GET', '/v1/contacts/list');
+      assert.equal(call.status, 503, JSON.stringify(call.body));
+      answer(new TypeError('fetch failed'));
+      await waitForStatus(app, true, true);
+    } finally {
+      await app.t.close();
+    }
+  });
 
   it('a disconnect while the platform version is refreshed after a 405 stays disconnected: no socket, no lock', async () => {
     let fetches = 0;

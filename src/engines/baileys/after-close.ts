@@ -8,6 +8,7 @@ import {
   isPlatformRefusal,
   pairingEndedReason,
   refusalLoopReason,
+  versionLoopReason,
 } from './close-policy.ts';
 import { isBoom } from './errors.ts';
 
@@ -59,10 +60,11 @@ export type AfterClose =
 
 /**
  * Decides what follows a close (docs/decisions/0025-live-engine.md, docs/decisions/0016-session-lifecycle.md): while
- * connecting, a 515 or the first 405 opens a new socket and anything else fails the connect; a pairing attempt that
- * closes for any code but 515 ends and deletes what it stored; a login refused `refusalLimit` times in a row stops
- * with the cause `restricted`; otherwise the close-code table's action, a refresh-version stopping after three in a
- * row, and a reconnect waiting {@link backoffDelayMs} (none after a version refresh, nor for a 515 at `attempt` 0:
+ * connecting, a 515 or the first 405 opens a new socket and anything else fails the connect (a 405 after a refresh
+ * with `versionLoopReason`); a pairing attempt that closes for any code but 515 ends and deletes what it stored; a
+ * login refused `refusalLimit` times in a row stops with the cause `restricted`; otherwise the close-code table's
+ * action, a refresh-version stopping after three in a row (with `versionLoopReason`, not the row's "retrying"), and a
+ * reconnect waiting {@link backoffDelayMs} (none after a version refresh, nor for a 515 at `attempt` 0:
  * the platform's restart after pairing, or the first since the connect's first open or a stable open).
  * @returns the plan and the refusals counted since the last open, this close included.
  */
@@ -74,9 +76,14 @@ export function planAfterClose(closed: ClosedSocket): { plan: AfterClose; refusa
       if (decision.code === 515 || (decision.action === 'refresh-version' && closed.refreshes < 1)) {
         return { kind: 'reopen', refreshVersion: decision.action === 'refresh-version' };
       }
+      // Refused as outdated after a refresh: the 405 row's reason says it retries, and nothing does.
+      const failed =
+        decision.action === 'refresh-version'
+          ? { ...decision, reason: versionLoopReason(closed.refreshes) }
+          : decision;
       return {
         kind: 'fail-connect',
-        failure: connectFailure(decision, closed.message, closed.error),
+        failure: connectFailure(failed, closed.message, closed.error),
         wipe: decision.action === 'wipe',
         cause: decision.cause,
       };
@@ -97,11 +104,11 @@ export function planAfterClose(closed: ClosedSocket): { plan: AfterClose; refusa
     }
     if (decision.action === 'wipe')
       return { kind: 'stop', reason: decision.reason, wipe: true, cause: undefined };
-    if (
-      decision.action === 'stop' ||
-      (decision.action === 'refresh-version' && closed.refreshes >= MAX_VERSION_REFRESHES)
-    ) {
+    if (decision.action === 'stop') {
       return { kind: 'stop', reason: decision.reason, wipe: false, cause: decision.cause };
+    }
+    if (decision.action === 'refresh-version' && closed.refreshes >= MAX_VERSION_REFRESHES) {
+      return { kind: 'stop', reason: versionLoopReason(closed.refreshes), wipe: false, cause: undefined };
     }
     if (decision.action === 'refresh-version') {
       return { kind: 'retry', delayMs: 0, refreshVersion: true, reason: decision.reason };

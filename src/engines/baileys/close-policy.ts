@@ -174,6 +174,16 @@ export function isPlatformRefusal(error: unknown): boolean {
 }
 
 /**
+ * The stop reason of a login the platform still refuses as outdated (405) after `refreshes` refreshes of the
+ * platform version in a row (docs/decisions/0025-live-engine.md): the session stops and says so, where the 405 row's
+ * own reason says it retries.
+ */
+export function versionLoopReason(refreshes: number): string {
+  const times = refreshes === 1 ? 'a refresh' : `${refreshes} refreshes`;
+  return `client version outdated (405): refused again after ${times} of the platform version in a row; not reconnecting: update parley, then call connect to try again`;
+}
+
+/**
  * The stop reason after `count` refusals in a row of a reconnecting login (the last one decided as `last`): the
  * status endpoint's `reason` for a blocked or banned account that would otherwise retry forever.
  */

@@ -1,4 +1,4 @@
-import { DomainError } from '../../domain/errors.ts';
+import { DomainError, SessionLockHeldError } from '../../domain/errors.ts';
 import type { SessionLock } from '../engine.ts';
 
 /** A connection attempt of `Lifecycle.connect` (lifecycle.ts): what cancelled it first, once a teardown did. */
@@ -69,8 +69,8 @@ export class ConnectAttempts {
  * The store's part of connection attempt `attempt` (lifecycle.ts `Lifecycle.#start`): takes the one-socket `lock`,
  * then loads the credentials (`load`). When a teardown cancelled the attempt meanwhile (`attempt.cancelled` set while
  * either waited on the store), it releases the lock it took and throws that cancel, so the attempt opens nothing.
- * @throws DomainError conflict `instance is connected by another parley process (…)` when another process holds the
- *   lock; the attempt's cancel; the credentials' read error (the lock released); the lock's store error.
+ * @throws SessionLockHeldError (409 conflict `instance is connected by another parley process (…)`) when another
+ *   process holds the lock; the attempt's cancel; the credentials' read error (the lock released); the lock's store error.
  */
 export async function takeLockAndCredentials(
   attempt: StartAttempt,
@@ -78,12 +78,7 @@ export async function takeLockAndCredentials(
   load: () => Promise<unknown>,
 ): Promise<void> {
   const taken = await lock.acquire();
-  if (!taken.acquired) {
-    throw new DomainError(
-      'conflict',
-      `instance is connected by another parley process (${taken.holder}); its lock expires at ${taken.expiresAt}`,
-    );
-  }
+  if (!taken.acquired) throw new SessionLockHeldError(taken.holder, taken.expiresAt);
   if (attempt.cancelled !== undefined) {
     await lock.release();
     throw attempt.cancelled;

@@ -99,12 +99,43 @@ export class ContactBook {
     return changed.map(({ contact }) => contact);
   }
 
-  /** Every stored contact, ordered by JID. */
-  async list(): Promise<Contact[]> {
+  /**
+   * Every stored contact, one per JID, ordered by JID. A contact stored under a LID (the platform named the user by
+   * LID alone when it was written: a user whose number it keeps private) is named by the phone JID `ctx`'s resolver
+   * knows for it now, and merged with the one stored under that phone JID (each name taken from the phone JID's entry
+   * when it has one): a LID whose pair is known names nobody in the contacts list (docs/decisions/0038-lid-mappings.md).
+   * @throws the store's error.
+   */
+  async list(ctx: MappingContext): Promise<Contact[]> {
     const all = await this.#store.list(CONTACTS_CATEGORY);
-    return [...all.values()]
-      .map((text) => JSON.parse(text) as Contact)
-      .sort((a, b) => a.jid.localeCompare(b.jid));
+    const byJid = new Map<string, Contact>();
+    const renamed: Contact[] = [];
+    for (const text of all.values()) {
+      const contact = JSON.parse(text) as Contact;
+      if (!isLidLike(contact.jid)) {
+        byJid.set(contact.jid, contact);
+        continue;
+      }
+      const { jid, resolved } = await ctx.resolver.resolve(contact.jid);
+      if (resolved) renamed.push({ ...contact, jid });
+      else byJid.set(contact.jid, contact);
+    }
+    for (const contact of renamed) {
+      const kept = byJid.get(contact.jid);
+      byJid.set(
+        contact.jid,
+        kept
+          ? {
+              jid: kept.jid,
+              businessName: kept.businessName || contact.businessName,
+              firstName: kept.firstName || contact.firstName,
+              fullName: kept.fullName || contact.fullName,
+              pushName: kept.pushName || contact.pushName,
+            }
+          : contact,
+      );
+    }
+    return [...byJid.values()].sort((a, b) => a.jid.localeCompare(b.jid));
   }
 }
 

@@ -294,11 +294,13 @@ export class Lifecycle {
         await this.#p.stop(plan.reason, plan.wipe, plan.cause);
         return;
       case 'retry':
-        if (plan.refreshVersion) await this.#p.reconnects.refreshVersion();
-        if (generation !== this.#p.generation) return;
+        // Waiting from the close on, the version refresh included: the socket is gone, and the session comes back by
+        // itself (an open phase meanwhile reported it connected and answered calls with a 409).
         this.#p.report.phase = 'waiting';
         this.#p.report.cause = undefined;
         this.#p.report.reason = plan.reason;
+        if (plan.refreshVersion) await this.#p.reconnects.refreshVersion();
+        if (generation !== this.#p.generation) return;
         logger.warn({ code, action: decision.action, delayMs: plan.delayMs }, plan.reason);
         this.#p.reconnects.schedule(plan.delayMs, () => {
           if (this.#p.report.phase === 'waiting') this.#open();

@@ -199,7 +199,7 @@ export class BaileysSession implements EngineSession {
   async contacts(): Promise<Contact[]> {
     await this.#life.loadSummary();
     if (!this.#life.state().loggedIn) throw errors.notLoggedIn();
-    return this.#contacts.list();
+    return this.#contacts.list(this.#deps.mapping);
   }
   async createGroup(name: string, participants: readonly Jid[]): Promise<GroupInfo> {
     return admin.createGroup(await this.#open(), this.#deps, name, participants);
