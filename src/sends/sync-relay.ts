@@ -161,18 +161,19 @@ async function relayNow(
     failed = true;
     throw error;
   } finally {
-    // The relay ended: a job it left to another holder (failures.ts) is no longer held here, so a later login
-    // hands it back if that holder died.
-    context.runners.release(job.instanceId, runner, job.id);
-    endNow(context, job.instanceId, runner);
     // The store failed otherwise than by an outage the relay waits out (relay.ts): the job may be left `sending`
     // with no relay of it. The queue hands it back before its next claim, as after a drain's failure (drain.ts),
-    // not at the next login (docs/decisions/0009-sends-as-jobs.md).
+    // not at the next login (docs/decisions/0009-sends-as-jobs.md). Asked for before the relay's end wakes a drain
+    // that held its claim back for it, which would otherwise claim a job accepted behind this one first.
     if (failed) {
       askHandBack(runner);
       runner.idle = false;
       context.runners.schedule(job.instanceId, 1_000);
     }
+    // The relay ended: a job it left to another holder (failures.ts) is no longer held here, so a later login
+    // hands it back if that holder died.
+    context.runners.release(job.instanceId, runner, job.id);
+    endNow(context, job.instanceId, runner);
   }
   return done;
 }

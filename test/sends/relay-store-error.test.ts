@@ -24,10 +24,46 @@ for (const dialect of testDialects()) {
     /** While set, the next write ending a held job (`finishSendJob`) fails with an error nobody waits out. */
     let breakFinish = false;
     const relayed: string[] = [];
+    /** Holds the first relay of this job id until released. */
+    let gate: { id: string; started: () => void; released: Promise<void> } | undefined;
     const session = fakeSession(async (message) => {
       relayed.push(message.id ?? '');
+      const held = gate;
+      if (held !== undefined && held.id === message.id) {
+        gate = undefined;
+        held.started();
+        await held.released;
+      }
       return { id: message.id ?? '', timestamp: t.clock() };
     });
+
+    /** Stores synchronous sends under ids `<prefix>NNNNNN` until one is stored claimed, to be relayed at once. */
+    const storedClaimed = async (prefix: string): Promise<{ id: string; wait: () => Promise<unknown> }> => {
+      for (let tries = 1; ; tries += 1) {
+        const id = `${prefix}${String(tries).padStart(6, '0')}`;
+        t.clock.advance(1);
+        const wait = await queue.storeSync(session, textJob(t.instance.id, id, 'sync', t.clock()));
+        const stored = await store.db
+          .selectFrom('send_jobs')
+          .select('status')
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        if (stored.status === 'sending') return { id, wait };
+        await wait();
+        assert.ok(tries < 10, 'a send relayed at once');
+      }
+    };
+
+    /** The job's row once it ended (`sent` or `failed`). */
+    const ended = (id: string) =>
+      eventually(`job ${id} ended`, async () => {
+        const found = await store.db
+          .selectFrom('send_jobs')
+          .select(['status', 'attempts', 'locked_by'])
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
+        return found.status === 'sent' || found.status === 'failed' ? found : undefined;
+      });
 
     before(async () => {
       t = await createTestApp({ dialect });
@@ -90,6 +126,39 @@ for (const dialect of testDialects()) {
         relayed.filter((each) => each === id),
         [id, id],
         'relayed again under its id',
+      );
+    });
+
+    it('relays the job again before a send queued behind it while it was relayed', async () => {
+      let started = (): void => undefined;
+      let release = (): void => undefined;
+      const relaying = new Promise<void>((resolve) => {
+        started = resolve;
+      });
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const { id, wait } = await storedClaimed('3EB0BROKENFIRST');
+      gate = { id, started, released };
+      const outcome = wait();
+      outcome.catch(() => undefined);
+      await relaying;
+      // Queued while the relay at once is under way: the drain holds its claim back until that relay ended.
+      const behind = '3EB0BROKENBEHIND000001';
+      t.clock.advance(1);
+      assert.equal(await queue.store(textJob(t.instance.id, behind, 'async', t.clock())), 'stored');
+      queue.submitted(t.instance.id);
+      breakFinish = true;
+      release();
+      await assert.rejects(outcome, /disk image is malformed/);
+      assert.equal(breakFinish, false, 'the write failed');
+      const first = await ended(id);
+      const second = await ended(behind);
+      assert.deepEqual([first.status, first.attempts, second.status], ['sent', 2, 'sent']);
+      assert.deepEqual(
+        relayed.filter((each) => each === id || each === behind),
+        [id, id, behind],
+        'the job left sending goes out again first, in its place',
       );
     });
   });
