@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { SendQueue } from '../../src/sends/queue.ts';
+import type { SendQueue, SendStatusReport } from '../../src/sends/queue.ts';
 import type { Store } from '../../src/store/database.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
@@ -24,6 +24,7 @@ for (const dialect of testDialects()) {
     /** While set, the next write ending a held job (`finishSendJob`) fails with an error nobody waits out. */
     let breakFinish = false;
     const relayed: string[] = [];
+    const reports: SendStatusReport[] = [];
     /** Holds the first relay of this job id until released. */
     let gate: { id: string; started: () => void; released: Promise<void> } | undefined;
     const session = fakeSession(async (message) => {
@@ -81,7 +82,9 @@ for (const dialect of testDialects()) {
           }
         },
       });
-      queue = testQueue(t.clock, store.db, t.instance.id, session);
+      queue = testQueue(t.clock, store.db, t.instance.id, session, async (_instanceId, report) => {
+        reports.push(report);
+      });
       queue.wake(t.instance.id);
       await untilRelayedAtOnce(queue, session, store.db, t.instance.id, t.clock, 'BROKEN-WARM-UP');
     });
@@ -126,6 +129,14 @@ for (const dialect of testDialects()) {
         relayed.filter((each) => each === id),
         [id, id],
         'relayed again under its id',
+      );
+      // The request answered the error: the outcome of the relay again reaches the client as its event.
+      assert.deepEqual(
+        reports
+          .filter((report) => report.kind === 'message' && report.id === id)
+          .map((report) => report.status),
+        ['sent'],
+        "the relay again's outcome recorded as its event",
       );
     });
 
