@@ -4,7 +4,7 @@ import type { Clock } from '../domain/clock.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
 import { isLidAddress } from '../domain/lids.ts';
-import type { Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
+import type { ConnectionState, Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
 import { GROUP_DOMAIN, STATUS_BROADCAST, userJid } from '../domain/messages.ts';
 import { withTimeout } from '../domain/time-limit.ts';
 import { eitherSignal, type WaitSignal } from '../domain/withdrawal.ts';
@@ -92,6 +92,16 @@ export const SYNC_MAX_ATTEMPTS = 3;
  * past this bound instead of waiting with it (docs/decisions/0011-store-faults.md).
  */
 export const MESSAGE_ID_WAIT_MS = 5_000;
+
+/**
+ * True when `session` is still logged in to the account it was logged in to as `accepted` (its state when a send was
+ * accepted, logged in): not logged out since, nor linked to another account (a JID not known in either state is not
+ * taken for another account).
+ */
+function sameAccount(session: EngineSession, accepted: ConnectionState): boolean {
+  const now = session.state();
+  return now.loggedIn && (now.jid === null || accepted.jid === null || now.jid === accepted.jid);
+}
 
 /** What an accepted asynchronous send answers: its id, `pending`, and when it is due (epoch ms; null: now). */
 export interface QueuedSend {
@@ -249,7 +259,9 @@ export class MessagingService {
    * allows and once the session is connected, and records a `MessageStatus` event with the outcome. Needs the
    * account linked (409 otherwise); a one-to-one recipient is checked now when the session is connected (422).
    * @throws DomainError invalid when `sendAt` is not in the future or more than 30 days ahead, and `id must name a
-   *   message in this chat` (a quoted message stored in another chat).
+   *   message in this chat` (a quoted message stored in another chat); not_logged_in when the account logged out (or
+   *   another linked) while the send was accepted, its job then canceled once stored
+   *   (docs/decisions/0074-logout-cancels-pending-sends.md).
    */
   async enqueue(
     instance: Instance,
@@ -279,6 +291,14 @@ export class MessagingService {
     } catch (error) {
       const earlier = await this.#storedEarlier(job, fixedId, error);
       return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
+    }
+    // The account logged out (or another linked) while the send was accepted: the logout canceled the account's
+    // pending sends before this job was stored, so it is canceled here, never relayed from the account linked next
+    // (docs/decisions/0074-logout-cancels-pending-sends.md). The session's state changes before its logout is recorded,
+    // so a logout whose cancel came after the store is seen here or has canceled the job itself.
+    if (session !== undefined && state !== undefined && !sameAccount(session, state)) {
+      await this.cancel(instance, job.id);
+      throw errors.notLoggedIn();
     }
     if (sendAt === null) this.#queue.submitted(instance.id);
     else this.#queue.scheduled(instance.id, sendAt);
