@@ -15,6 +15,8 @@ import { testDialects } from '../support/store.ts';
 import { fakeSession, storeWithFaults, testQueue, textJob, untilRelayedAtOnce } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
+/** How far the queue's due clock runs ahead of its business clock, ms: a drain's claim is told from a job stored claimed. */
+const DUE_AHEAD_MS = 7;
 
 for (const dialect of testDialects()) {
   describe(`an immediate relay whose outcome's write fails on the store [${dialect}]`, () => {
@@ -38,21 +40,29 @@ for (const dialect of testDialects()) {
       return { id: message.id ?? '', timestamp: t.clock() };
     });
 
-    /** Stores synchronous sends under ids `<prefix>NNNNNN` until one is stored claimed, to be relayed at once. */
-    const storedClaimed = async (prefix: string): Promise<{ id: string; wait: () => Promise<unknown> }> => {
-      for (let tries = 1; ; tries += 1) {
+    /**
+     * Stores synchronous sends under ids `<prefix>NNNNNN` until one is stored claimed, to be relayed at once; one the
+     * queue took in its turn (a drain still ending its pass claims it as soon as it is stored) is waited for, and the
+     * next is sent 20 ms later. The two are told apart by the claim's time: a job stored claimed is locked at its
+     * acceptance (the business clock), a drain's claim at the queue's due clock, {@link DUE_AHEAD_MS} ahead.
+     */
+    const storedClaimed = (prefix: string): Promise<{ id: string; wait: () => Promise<unknown> }> => {
+      let tries = 0;
+      return eventually('a send relayed at once', async () => {
+        tries += 1;
         const id = `${prefix}${String(tries).padStart(6, '0')}`;
         t.clock.advance(1);
         const wait = await queue.storeSync(session, textJob(t.instance.id, id, 'sync', t.clock()));
         const stored = await store.db
           .selectFrom('send_jobs')
-          .select('status')
+          .select(['status', 'locked_at', 'created_at'])
           .where('id', '=', id)
           .executeTakeFirstOrThrow();
-        if (stored.status === 'sending') return { id, wait };
+        if (stored.status === 'sending' && Number(stored.locked_at) === Number(stored.created_at))
+          return { id, wait };
         await wait();
-        assert.ok(tries < 10, 'a send relayed at once');
-      }
+        return undefined;
+      });
     };
 
     /** The job's row once it ended (`sent` or `failed`). */
@@ -82,9 +92,16 @@ for (const dialect of testDialects()) {
           }
         },
       });
-      queue = testQueue(t.clock, store.db, t.instance.id, session, async (_instanceId, report) => {
-        reports.push(report);
-      });
+      queue = testQueue(
+        t.clock,
+        store.db,
+        t.instance.id,
+        session,
+        async (_instanceId, report) => {
+          reports.push(report);
+        },
+        { storeClock: () => t.clock() + DUE_AHEAD_MS },
+      );
       queue.wake(t.instance.id);
       await untilRelayedAtOnce(queue, session, store.db, t.instance.id, t.clock, 'BROKEN-WARM-UP');
     });
@@ -97,21 +114,7 @@ for (const dialect of testDialects()) {
     it('answers the error, then the queue hands the job back and relays it again under its id', async () => {
       // A send stored claimed is relayed at once when its wait is called; one the queue took in its turn (a drain of
       // the warm-up still running) is waited for, and another is sent.
-      let id = '';
-      let wait: () => Promise<unknown> = async () => undefined;
-      for (let tries = 1; ; tries += 1) {
-        id = `3EB0BROKENWRITE${String(tries).padStart(6, '0')}`;
-        t.clock.advance(1);
-        wait = await queue.storeSync(session, textJob(t.instance.id, id, 'sync', t.clock()));
-        const stored = await store.db
-          .selectFrom('send_jobs')
-          .select('status')
-          .where('id', '=', id)
-          .executeTakeFirstOrThrow();
-        if (stored.status === 'sending') break;
-        await wait();
-        assert.ok(tries < 10, 'a send relayed at once');
-      }
+      const { id, wait } = await storedClaimed('3EB0BROKENWRITE');
       breakFinish = true;
       await assert.rejects(wait(), /disk image is malformed/);
       assert.equal(breakFinish, false, 'the write failed');
