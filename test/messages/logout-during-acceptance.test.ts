@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { DomainError } from '../../src/domain/errors.ts';
 import type { OutgoingContent } from '../../src/domain/messages.ts';
+import { LOGGED_OUT_BEFORE_RELAY } from '../../src/sends/logout.ts';
+import { settledFlag } from '../sends/support.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
@@ -88,6 +90,50 @@ for (const dialect of testDialects()) {
         return row?.status === 'sent';
       });
       assert.equal(await messageRow(t, id), undefined, 'never relayed');
+    });
+
+    it('a synchronous send waiting its turn is canceled once stored, its request answered as the logout answers', async () => {
+      // The account linked now; a pace holds the send in the queue (no relay at once).
+      await t.services.store.db.deleteFrom('send_jobs').where('instance_id', '=', t.instance.id).execute();
+      assert.equal(
+        (await t.call('PUT', '/v1/session/pacing', { minIntervalMs: 600_000, jitterMs: 0 })).status,
+        200,
+      );
+      let building = (): void => undefined;
+      let release = (): void => undefined;
+      const built = new Promise<void>((resolve) => {
+        building = resolve;
+      });
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const content = async (): Promise<OutgoingContent> => {
+        building();
+        await released;
+        return { kind: 'text', text: 'waiting across the logout', linkPreview: false };
+      };
+      const origin = { forwardId: 'c0ffee00-0000-4000-8000-000000000002' };
+      const sending = t.services.app.messaging.send(t.instance, { phone: PEER }, content, origin);
+      const answered = settledFlag(sending);
+      await built;
+      assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
+      release();
+      await eventually('answered', () => answered(), 5_000);
+      await assert.rejects(sending, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.deepEqual([error.code, error.message], ['conflict', LOGGED_OUT_BEFORE_RELAY]);
+        return true;
+      });
+      const jobs = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select('status')
+        .where('instance_id', '=', t.instance.id)
+        .execute();
+      assert.deepEqual(
+        jobs.map((job) => job.status),
+        ['canceled'],
+      );
+      await t.call('PUT', '/v1/session/pacing', {});
     });
   });
 }
