@@ -301,7 +301,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
     recorder,
     nodeId: nodes.id,
     clock,
-    // Never back: a send accepted after another is never due before it (docs/decisions/0112-send-due-times-on-the-store-clock.md).
+    // Never back: a send accepted after another is never due before it
+    // (docs/decisions/0112-send-due-times-on-the-store-clock.md).
     storeClock: options.sendDueClock ?? neverBack(storeNow),
     logger,
     start,

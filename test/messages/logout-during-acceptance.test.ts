@@ -10,12 +10,13 @@ import { testDialects } from '../support/store.ts';
 import { appFor, messageRow, OWN, PEER } from './support.ts';
 
 /**
- * A queued send whose account logs out while the send is being accepted, after its session was found logged in and
- * before its job is stored (its content still being built: a media file fetched, say; its id following from its
- * request, under an Idempotency-Key or forwarded by another node, so no engine call sees the logout), is never relayed from the
- * account linked next (docs/decisions/0074-logout-cancels-pending-sends.md): the logout's cancel of the pending sends
- * ran before the job existed, so the acceptance cancels its own job once stored and answers `409`. Before, the job
- * was stored `pending` after the logout and went out from the next account to link the instance.
+ * A send whose account logs out while the send is being accepted, after its session was found logged in and before
+ * its job is stored (its content still being built: a media file fetched, say; its id following from its request,
+ * under an Idempotency-Key or forwarded by another node, so no engine call sees the logout), is never relayed from
+ * the account linked next (docs/decisions/0074-logout-cancels-pending-sends.md): the logout's cancel of the pending
+ * sends ran before the job existed, so the acceptance cancels its own job once stored and answers `409`. Before, a
+ * queued job was stored `pending` after the logout and went out from the next account to link the instance, and a
+ * synchronous one waited out its sync wait. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 
 const T0 = Date.parse('2026-03-02T10:00:00.000Z');
@@ -92,7 +93,7 @@ for (const dialect of testDialects()) {
       assert.equal(await messageRow(t, id), undefined, 'never relayed');
     });
 
-    it('a synchronous send waiting its turn is canceled once stored, its request answered as the logout answers', async () => {
+    it('a synchronous send waiting its turn is canceled once stored and answered as the logout answers', async () => {
       // The account linked now; a pace holds the send in the queue (no relay at once).
       await t.services.store.db.deleteFrom('send_jobs').where('instance_id', '=', t.instance.id).execute();
       assert.equal(

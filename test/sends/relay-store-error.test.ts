@@ -15,7 +15,10 @@ import { testDialects } from '../support/store.ts';
 import { fakeSession, storeWithFaults, testQueue, textJob, untilRelayedAtOnce } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
-/** How far the queue's due clock runs ahead of its business clock, ms: a drain's claim is told from a job stored claimed. */
+/**
+ * How far the queue's due clock runs ahead of its business clock, ms: a drain's claim is told from a job stored
+ * claimed.
+ */
 const DUE_AHEAD_MS = 7;
 
 for (const dialect of testDialects()) {
