@@ -4,12 +4,13 @@ import type { Clock } from '../domain/clock.ts';
 import { DomainError, errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
 import { isLidAddress } from '../domain/lids.ts';
-import type { Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
+import type { ConnectionState, Jid, OutgoingContent, SentMessage } from '../domain/messages.ts';
 import { GROUP_DOMAIN, STATUS_BROADCAST, userJid } from '../domain/messages.ts';
 import { withTimeout } from '../domain/time-limit.ts';
 import { eitherSignal, type WaitSignal } from '../domain/withdrawal.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import type { EventRecorder } from '../events/recorder.ts';
+import { loggedOutBeforeRelay } from '../sends/logout.ts';
 import { storedOutcome } from '../sends/outcomes.ts';
 import { encodeSendPayload } from '../sends/payload.ts';
 import type { SendQueue } from '../sends/queue.ts';
@@ -92,6 +93,16 @@ export const SYNC_MAX_ATTEMPTS = 3;
  * past this bound instead of waiting with it (docs/decisions/0011-store-faults.md).
  */
 export const MESSAGE_ID_WAIT_MS = 5_000;
+
+/**
+ * True when `session` is still logged in to the account it was logged in to as `accepted` (its state when a send was
+ * accepted, logged in): not logged out since, nor linked to another account (a JID not known in either state is not
+ * taken for another account).
+ */
+function sameAccount(session: EngineSession, accepted: ConnectionState): boolean {
+  const now = session.state();
+  return now.loggedIn && (now.jid === null || accepted.jid === null || now.jid === accepted.jid);
+}
 
 /** What an accepted asynchronous send answers: its id, `pending`, and when it is due (epoch ms; null: now). */
 export interface QueuedSend {
@@ -185,7 +196,9 @@ export class MessagingService {
    * platform id before its relay, then relayed at once when the queue is idle and unpaced, else in its turn;
    * resolves after the platform's ack and the message's recording (docs/decisions/0009-sends-as-jobs.md).
    * @throws DomainError not_registered `recipient <phone> is not registered on the platform`; invalid `id must name
-   *   a message in this chat` (a quoted message stored in another chat); the relay's error (the job is then `failed`).
+   *   a message in this chat` (a quoted message stored in another chat); the relay's error (the job is then `failed`);
+   *   conflict `LOGGED_OUT_BEFORE_RELAY` when the account logged out (or another linked) while the send was accepted
+   *   and its job waited its turn: canceled once stored (docs/decisions/0074-logout-cancels-pending-sends.md).
    */
   async send(
     instance: Instance,
@@ -199,6 +212,7 @@ export class MessagingService {
     const earlier = await this.#storedUnder(instance, fixedId);
     if (earlier) return this.#outcomeOf(earlier, origin.signal);
     const session = this.#sessions.ready(instance);
+    const accepted = session.state();
     await requireRegistered(this.#registrations, instance, session, input.phone);
     await this.#requireQuotable(instance, input);
     const job = await this.#job(instance, session, input, await content(), 'sync', null, fixedId);
@@ -211,7 +225,15 @@ export class MessagingService {
       // The same forward stored meanwhile (its first try still running here): answer for that job.
       return this.#outcomeOf(await this.#storedEarlier(job, fixedId, error), origin.signal);
     }
-    return outcome();
+    const done = outcome();
+    if (sameAccount(session, accepted)) return done;
+    // The account logged out (or another linked) while the send was accepted, its job stored after the logout
+    // canceled the account's pending sends: one waiting its turn is canceled here, its request answered as the
+    // logout answers one (docs/decisions/0074-logout-cancels-pending-sends.md); one relayed at once fails on the
+    // session logged out.
+    done.catch(() => undefined);
+    await this.#cancelPending(instance, job.id, loggedOutBeforeRelay());
+    return done;
   }
 
   /** The job an earlier forward of the same request stored under `id` (the forward's fixed id), if any. */
@@ -249,7 +271,9 @@ export class MessagingService {
    * allows and once the session is connected, and records a `MessageStatus` event with the outcome. Needs the
    * account linked (409 otherwise); a one-to-one recipient is checked now when the session is connected (422).
    * @throws DomainError invalid when `sendAt` is not in the future or more than 30 days ahead, and `id must name a
-   *   message in this chat` (a quoted message stored in another chat).
+   *   message in this chat` (a quoted message stored in another chat); not_logged_in when the account logged out (or
+   *   another linked) while the send was accepted, its job then canceled once stored
+   *   (docs/decisions/0074-logout-cancels-pending-sends.md).
    */
   async enqueue(
     instance: Instance,
@@ -280,6 +304,14 @@ export class MessagingService {
       const earlier = await this.#storedEarlier(job, fixedId, error);
       return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
     }
+    // The account logged out (or another linked) while the send was accepted: the logout canceled the account's
+    // pending sends before this job was stored, so it is canceled here, never relayed from the account linked next
+    // (docs/decisions/0074-logout-cancels-pending-sends.md). The session's state changes before its logout is recorded,
+    // so a logout whose cancel came after the store is seen here or has canceled the job itself.
+    if (session !== undefined && state !== undefined && !sameAccount(session, state)) {
+      await this.#cancelPending(instance, job.id, loggedOutBeforeRelay());
+      throw errors.notLoggedIn();
+    }
     if (sendAt === null) this.#queue.submitted(instance.id);
     else this.#queue.scheduled(instance.id, sendAt);
     return { id: job.id, status: 'pending', sendAt };
@@ -292,9 +324,32 @@ export class MessagingService {
    *   relayed), `message already failed` for a failed one.
    */
   async cancel(instance: Instance, id: string): Promise<CanceledSend> {
+    const canceledError = errors.conflict('the message was canceled before its relay');
+    const result = await this.#cancelPending(instance, id, canceledError);
+    if (!result) {
+      const stored = await findStoredMessage(this.#store.db, instance.id, id);
+      if (stored?.source.isFromMe) throw errors.conflict('message already sent');
+      throw errors.notFound('message not found');
+    }
+    const { job, canceled } = result;
+    if (!canceled && (job.status === 'sending' || job.status === 'sent'))
+      throw errors.conflict('message already sent');
+    if (!canceled && job.status === 'failed') throw errors.conflict('message already failed');
+    return { id, status: 'canceled' };
+  }
+
+  /**
+   * Cancels job `id` while it is `pending` (src/store/send-jobs.ts `cancelSendJob`), with its `MessageStatus canceled`
+   * event in the same transaction, and tells the queue: a request waiting for the job is answered with `error`.
+   * @returns what `cancelSendJob` returns (undefined: no such job). @throws the store's error.
+   */
+  async #cancelPending(
+    instance: Instance,
+    id: string,
+    error: DomainError,
+  ): Promise<{ job: SendJob; canceled: boolean } | undefined> {
     const at = this.#clock();
     // The job's `canceled` and its event commit together (docs/decisions/0076-status-with-its-write.md).
-    const canceledError = errors.conflict('the message was canceled before its relay');
     const result = await this.#queue.recordWith(
       instance.id,
       async (trx) => {
@@ -305,22 +360,10 @@ export class MessagingService {
         const events = await takeHeldReceipts(trx, instance.id, [id]);
         return { result: cancel, reports: [messageReport(id, 'canceled', at)], events };
       },
-      { id, error: canceledError },
+      { id, error },
     );
-    if (!result) {
-      const stored = await findStoredMessage(this.#store.db, instance.id, id);
-      if (stored?.source.isFromMe) throw errors.conflict('message already sent');
-      throw errors.notFound('message not found');
-    }
-    const { job, canceled } = result;
-    if (canceled) {
-      this.#queue.canceled(job, canceledError);
-    } else if (job.status === 'sending' || job.status === 'sent') {
-      throw errors.conflict('message already sent');
-    } else if (job.status === 'failed') {
-      throw errors.conflict('message already failed');
-    }
-    return { id, status: 'canceled' };
+    if (result?.canceled) this.#queue.canceled(result.job, error);
+    return result;
   }
 
   /** The job of one send, not yet stored. */

@@ -101,6 +101,10 @@ export async function drainOnce(context: DrainContext, instanceId: string, runne
     // queued sends is accepted at full speed and relayed in the gaps, never starved (each turn relays one).
     if (!first) await yieldToIo();
     if (context.stopped()) return;
+    // Only the holder of the instance's session hands back (and claims): a queue woken on a node without it (a send
+    // accepted here while another node took the instance) would hand back the jobs that node is relaying, for a
+    // second relay. The hand-back stays asked for until this process holds the session.
+    if (context.session(instanceId) === undefined) return;
     // Before the first claim after a login, whenever it committed.
     if (!runner.reclaimed) {
       const asked = runner.handBacksAsked;

@@ -2,7 +2,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { SentMessage } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
 import type { SendPause } from '../domain/sends.ts';
-import type { WaitSignal } from '../domain/withdrawal.ts';
+import { eitherSignal, type WaitSignal, Withdrawal } from '../domain/withdrawal.ts';
 import type { EngineSession } from '../engines/engine.ts';
 import { claimedSendJob, type LateFailure, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
@@ -148,31 +148,36 @@ async function relayNow(
 ): Promise<SentMessage> {
   let done: Promise<SentMessage>;
   let failed = false;
+  // Withdraws this request's wait when the relay throws (below): the request answers that error, and no waiter may be
+  // left behind to take the outcome of the job's next relay, whose event would be left out for it.
+  const thrown = new Withdrawal();
   try {
     // Read before the request waits (the store waited out like the relay's writes; a queue stopping meanwhile
     // leaves the job to the instance's next holder, with no waiter left behind to hide its outcome's event).
     const { pacing } = await context.untilStored(() => context.pacing(job.instanceId));
-    done = context.waiters.await(job, signal);
+    done = context.waiters.await(job, signal === undefined ? thrown : eitherSignal(signal, thrown));
     // The relay may settle `done` before it returns (a refusal, then the pause's writes): mark it handled now,
     // the caller still gets its result or error below.
     done.catch(() => undefined);
     await context.jobs.relay(session, job, pacing);
   } catch (error) {
     failed = true;
+    thrown.withdraw(error);
     throw error;
   } finally {
-    // The relay ended: a job it left to another holder (failures.ts) is no longer held here, so a later login
-    // hands it back if that holder died.
-    context.runners.release(job.instanceId, runner, job.id);
-    endNow(context, job.instanceId, runner);
     // The store failed otherwise than by an outage the relay waits out (relay.ts): the job may be left `sending`
     // with no relay of it. The queue hands it back before its next claim, as after a drain's failure (drain.ts),
-    // not at the next login (docs/decisions/0009-sends-as-jobs.md).
+    // not at the next login (docs/decisions/0009-sends-as-jobs.md). Asked for before the relay's end wakes a drain
+    // that held its claim back for it, which would otherwise claim a job accepted behind this one first.
     if (failed) {
       askHandBack(runner);
       runner.idle = false;
       context.runners.schedule(job.instanceId, 1_000);
     }
+    // The relay ended: a job it left to another holder (failures.ts) is no longer held here, so a later login
+    // hands it back if that holder died.
+    context.runners.release(job.instanceId, runner, job.id);
+    endNow(context, job.instanceId, runner);
   }
   return done;
 }

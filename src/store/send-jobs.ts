@@ -128,7 +128,8 @@ export interface LateFailure {
  * docs/decisions/0011-store-faults.md): a row found belongs to this job when it was stored for the same send (same
  * `seq`, chat, kind, payload, mode and acceptance time, `now`). With `late` and the clock `now` (epoch ms) at or
  * past `late.at`, the job is written, or found unchanged and left, `failed` with `late.error` in the same
- * transaction, so no relay can claim it in between.
+ * transaction; a found job is failed by a conditional write, so a relay's claim that commits between its read and
+ * that write (PostgreSQL's reads take no lock) keeps the job, `moved`, and is never failed under the relay.
  * @returns `stored` when this call wrote the row; `found` when the earlier try had and the row is still as that try
  *   wrote it (`pending` with no attempt, or `sending` held by `claimedBy` with one); `moved` when it had and a relay
  *   changed the job since (claimed, handed back or ended, here or on another node); `failed` when it was late.
@@ -173,13 +174,20 @@ export async function storeSendJobOnce(
       row.locked_by === written.locked_by;
     if (!unchanged) return 'moved';
     if (!fail) return 'found';
-    await trx
+    // Only the row as it was read: on PostgreSQL the read takes no lock (nor does the insert that found the row), so
+    // a relay's claim may commit in between; its job is that relay's then, never failed under it while it goes out.
+    const updated = await trx
       .updateTable('send_jobs')
       .set(extended(failed, { updated_at: now }))
       .where('instance_id', '=', job.instanceId)
       .where('id', '=', job.id)
-      .execute();
-    return 'failed';
+      .where('status', '=', written.status)
+      .where('attempts', '=', written.attempts)
+      .where((eb) =>
+        written.locked_by === null ? eb('locked_by', 'is', null) : eb('locked_by', '=', written.locked_by),
+      )
+      .executeTakeFirst();
+    return Number(updated.numUpdatedRows) > 0 ? 'failed' : 'moved';
   });
 }
 

@@ -7,15 +7,17 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, type KyselyPlugin, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { DomainError } from '../../src/domain/errors.ts';
+import { extended } from '../../src/domain/objects.ts';
 import type { SendQueue } from '../../src/sends/queue.ts';
 import type { Store } from '../../src/store/database.ts';
 import { faultAwareDialect } from '../../src/store/fault-aware-dialect.ts';
 import { failedBeforeSending } from '../../src/store/faults.ts';
 import type { Database } from '../../src/store/schema.ts';
-import { storeSendJobOnce } from '../../src/store/send-jobs.ts';
+import { claimNextSendJob } from '../../src/store/send-job-claims.ts';
+import { findSendJob, insertSendJob, type SendJob, storeSendJobOnce } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
@@ -280,6 +282,54 @@ for (const dialect of testDialects()) {
         storeSendJobOnce(store.db, other, t.clock()),
         /is stored already for another send/,
       );
+    });
+
+    it('storeSendJobOnce leaves a late job to the relay that claimed it while its row was read', async () => {
+      // Accepted two minutes ago: its write again comes past its sync wait and would store it failed unsent.
+      const accepted = t.clock() - 120_000;
+      const late = extended(textJob(t.instance.id, '3EB0LOST0000000000000F', 'sync', accepted), {
+        runAt: accepted,
+      });
+      // The first write, whose answer was lost, committed the row.
+      await insertSendJob(t.services.store.db, late);
+      // A relay claims the job as the write again reads its row (the claim is the instance's first due job: the
+      // earliest). On SQLite the write again holds the store's write lock from its insert on, so no claim can come
+      // between: the claim comes after it there.
+      let claimed: SendJob | undefined;
+      let armed = true;
+      const claim = () => claimNextSendJob(t.services.store.db, t.instance.id, 'relaying-node', t.clock());
+      const claimAsRowIsRead: KyselyPlugin = {
+        transformQuery: ({ node }) => node,
+        async transformResult({ result }) {
+          const row = result.rows[0];
+          if (
+            armed &&
+            dialect === 'postgres' &&
+            typeof row === 'object' &&
+            row !== null &&
+            'payload' in row
+          ) {
+            armed = false;
+            claimed = await claim();
+          }
+          return result;
+        },
+      };
+      const failure = {
+        at: accepted + 60_000,
+        error: 'the message could not be relayed within 60 s and was not sent',
+      };
+      const written = await storeSendJobOnce(store.db.withPlugin(claimAsRowIsRead), late, t.clock(), failure);
+      if (dialect === 'postgres') {
+        assert.equal(claimed?.id, late.id, 'claimed while the row was read');
+        assert.equal(written, 'moved', "the relay's");
+        const row = await findSendJob(t.services.store.db, t.instance.id, late.id);
+        assert.deepEqual([row?.status, row?.lockedBy, row?.attempts], ['sending', 'relaying-node', 1]);
+      } else {
+        assert.equal(written, 'failed');
+        assert.equal((await claim())?.id === late.id, false, 'failed unsent, never claimed after');
+      }
+      await t.services.store.db.deleteFrom('send_jobs').where('id', '=', late.id).execute();
     });
   });
 }

@@ -1,0 +1,140 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { DomainError } from '../../src/domain/errors.ts';
+import type { OutgoingContent } from '../../src/domain/messages.ts';
+import { LOGGED_OUT_BEFORE_RELAY } from '../../src/sends/logout.ts';
+import { settledFlag } from '../sends/support.ts';
+import { loginSandbox, type TestApp } from '../support/app.ts';
+import { eventually } from '../support/eventually.ts';
+import { testDialects } from '../support/store.ts';
+import { appFor, messageRow, OWN, PEER } from './support.ts';
+
+/**
+ * A send whose account logs out while the send is being accepted, after its session was found logged in and before
+ * its job is stored (its content still being built: a media file fetched, say; its id following from its request,
+ * under an Idempotency-Key or forwarded by another node, so no engine call sees the logout), is never relayed from
+ * the account linked next (docs/decisions/0074-logout-cancels-pending-sends.md): the logout's cancel of the pending
+ * sends ran before the job existed, so the acceptance cancels its own job once stored and answers `409`. Before, a
+ * queued job was stored `pending` after the logout and went out from the next account to link the instance, and a
+ * synchronous one waited out its sync wait. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
+ */
+
+const T0 = Date.parse('2026-03-02T10:00:00.000Z');
+/** The number linked to the instance after the logout. */
+const NEXT_OWN = '5511999990009';
+
+for (const dialect of testDialects()) {
+  describe(`a queued send accepted across its account's logout [${dialect}]`, () => {
+    let t: TestApp;
+
+    before(async () => {
+      t = await appFor(dialect);
+      t.clock.set(T0);
+      await loginSandbox(t, OWN);
+    });
+    after(() => t.close());
+
+    it('is canceled once stored and answered 409; nothing goes out from the next account', async () => {
+      let building = (): void => undefined;
+      let release = (): void => undefined;
+      const built = new Promise<void>((resolve) => {
+        building = resolve;
+      });
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const content = async (): Promise<OutgoingContent> => {
+        building();
+        await released;
+        return { kind: 'text', text: 'accepted across the logout', linkPreview: false };
+      };
+      // Under an Idempotency-Key (or forwarded by another node) the send's id follows from its request: no engine call
+      // between the content and the job's store looks at the session again.
+      const origin = { forwardId: 'c0ffee00-0000-4000-8000-000000000001' };
+      const accepting = t.services.app.messaging.enqueue(t.instance, { phone: PEER }, content, null, origin);
+      accepting.catch(() => undefined);
+      await built;
+      assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
+      release();
+      await assert.rejects(accepting, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.equal(error.code, 'not_logged_in');
+        return true;
+      });
+      const jobs = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['id', 'status'])
+        .where('instance_id', '=', t.instance.id)
+        .execute();
+      assert.deepEqual(
+        jobs.map((job) => job.status),
+        ['canceled'],
+      );
+      const id = jobs[0]?.id ?? '';
+
+      // Another phone links the instance; a queued send of its own goes out, and the job, had it been left pending,
+      // would have gone before it.
+      await loginSandbox(t, NEXT_OWN);
+      const fence = await t.call(
+        'POST',
+        '/v1/messages/send',
+        { phone: PEER, body: 'from the next account' },
+        { prefer: 'respond-async' },
+      );
+      assert.equal(fence.status, 202);
+      await eventually('the next account sends', async () => {
+        const row = await t.services.store.db
+          .selectFrom('send_jobs')
+          .select('status')
+          .where('id', '=', fence.body.data.id)
+          .executeTakeFirst();
+        return row?.status === 'sent';
+      });
+      assert.equal(await messageRow(t, id), undefined, 'never relayed');
+    });
+
+    it('a synchronous send waiting its turn is canceled once stored and answered as the logout answers', async () => {
+      // The account linked now; a pace holds the send in the queue (no relay at once).
+      await t.services.store.db.deleteFrom('send_jobs').where('instance_id', '=', t.instance.id).execute();
+      assert.equal(
+        (await t.call('PUT', '/v1/session/pacing', { minIntervalMs: 600_000, jitterMs: 0 })).status,
+        200,
+      );
+      let building = (): void => undefined;
+      let release = (): void => undefined;
+      const built = new Promise<void>((resolve) => {
+        building = resolve;
+      });
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const content = async (): Promise<OutgoingContent> => {
+        building();
+        await released;
+        return { kind: 'text', text: 'waiting across the logout', linkPreview: false };
+      };
+      const origin = { forwardId: 'c0ffee00-0000-4000-8000-000000000002' };
+      const sending = t.services.app.messaging.send(t.instance, { phone: PEER }, content, origin);
+      const answered = settledFlag(sending);
+      await built;
+      assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
+      release();
+      await eventually('answered', () => answered(), 5_000);
+      await assert.rejects(sending, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.deepEqual([error.code, error.message], ['conflict', LOGGED_OUT_BEFORE_RELAY]);
+        return true;
+      });
+      const jobs = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select('status')
+        .where('instance_id', '=', t.instance.id)
+        .execute();
+      assert.deepEqual(
+        jobs.map((job) => job.status),
+        ['canceled'],
+      );
+      await t.call('PUT', '/v1/session/pacing', {});
+    });
+  });
+}
