@@ -6,7 +6,7 @@ import type { Application } from './app/index.ts';
 import type { KeyAuthenticator } from './auth/authenticator.ts';
 import { type Config, readCertificateFile } from './config/config.ts';
 import type { RegistrationCache } from './contacts/registration-cache.ts';
-import { type Clock, neverBack } from './domain/clock.ts';
+import type { Clock } from './domain/clock.ts';
 import type { BaileysEngineOptions } from './engines/baileys/index.ts';
 import type { Engine } from './engines/engine.ts';
 import { EventCommits } from './events/event-commits.ts';
@@ -301,9 +301,9 @@ export async function createServices(config: Config, options: ServiceOptions): P
     recorder,
     nodeId: nodes.id,
     clock,
-    // Never back: a send accepted after another is never due before it
-    // (docs/decisions/0112-send-due-times-on-the-store-clock.md).
-    storeClock: options.sendDueClock ?? neverBack(storeNow),
+    // The store clock's estimate never answers less than before for a sync's small correction, so a send accepted
+    // after another is never due before it (docs/decisions/0112-send-due-times-on-the-store-clock.md).
+    storeClock: options.sendDueClock ?? storeNow,
     logger,
     start,
   });
