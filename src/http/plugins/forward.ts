@@ -139,13 +139,16 @@ export async function routeInstanceRequest(
     }
     const answer = await relay(cluster, request, route.url, forwardId).catch((error: unknown) => {
       const closed = closedBeforeAnswer(error);
-      if (closed) {
+      const neverSent = refused(error);
+      if (!neverSent) {
         tried = true;
-        // The request is served under the forward's id from now on, here or as this error: it may have run on the
-        // owner, so nothing this node answers decides it (src/http/plugins/idempotency.ts).
+        // Any failure but a refused connection may come after the owner read the request (a closed connection, an
+        // answer that timed out or could not be read): the request is served under the forward's id from now on,
+        // here or as this error, since it may have run on the owner, so nothing this node answers decides it
+        // (src/http/plugins/idempotency.ts).
         request.forwardId = forwardId;
       }
-      const again = refused(error) || (repeatable && closed);
+      const again = neverSent || (repeatable && closed);
       if (again && Date.now() < deadline) return undefined;
       throw new DomainError('platform_unreachable', 'the node serving this instance did not answer', {
         cause: error,
