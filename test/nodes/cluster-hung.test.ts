@@ -12,14 +12,17 @@ import { type Cluster, owners, startCluster, stoppedAfterEach } from './support.
  * to the instance's new owner and sent once, within the failover's time, instead of waiting for undici's 300 s.
  */
 
-/** How long the send may take: the lease's lifetime, a heartbeat, the new owner's restore, on a loaded machine, ms. */
-const ANSWER_BOUND_MS = 20_000;
+/**
+ * How long the send may take, ms: the lease's lifetime, a heartbeat, the new owner's restore, on a loaded two-core
+ * machine (about 3.4 s measured unloaded), far below the 300 s a forward used to wait.
+ */
+const ANSWER_BOUND_MS = 30_000;
 
 for (const dialect of testDialects().filter((d) => d === 'postgres')) {
   describe(`three nodes on ${dialect}: a node that hangs`, () => {
     const clusters = stoppedAfterEach<Cluster>();
 
-    it('a send forwarded to a node that hangs is sent once by the new owner, not held', async () => {
+    it('a send forwarded to a node that hangs is sent once by the new owner, not held', async (t) => {
       const cluster = await startCluster();
       clusters.push(cluster);
       const [receiving, hung] = cluster.nodes;
@@ -48,12 +51,14 @@ for (const dialect of testDialects().filter((d) => d === 'postgres')) {
               'idempotency-key': 'hung-owner-1',
             },
             body: JSON.stringify({ phone: PEER, body: 'to a hung owner' }),
-            signal: AbortSignal.timeout(60_000),
+            signal: AbortSignal.timeout(90_000),
           },
         );
         const took = Date.now() - startedAt;
         const body = await response.text();
-        assert.equal(response.status, 200, body);
+        const logs = cluster.nodes.map((node) => `--- ${node.workerId}:\n${node.stderr()}`).join('\n');
+        assert.equal(response.status, 200, `${body}\n${logs}`);
+        t.diagnostic(`answered in ${took} ms`);
         assert.ok(took < ANSWER_BOUND_MS, `answered in ${took} ms`);
         const { id } = JSON.parse(body).data as { id: string };
         assert.deepEqual(
