@@ -131,6 +131,12 @@ export interface ServiceOptions {
    * scheduled sends and retries of one node come due as that clock moves.
    */
   sendDueClock?: Clock;
+  /**
+   * The clock `Idempotency-Key` claims' locks and expiries are set and judged on (default: the node's store clock's
+   * `now`: a claim's lock is compared by every node, docs/decisions/0010-idempotency.md). Tests on a manual business
+   * clock pass it, so one node's claims lapse and expire as that clock moves.
+   */
+  idempotencyClock?: Clock;
   /** The live engine; defaults to Baileys (docs/decisions/0024-engines-and-data-flow.md). Tests pass fakes. */
   liveEngine?: Engine;
   /**
@@ -293,7 +299,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
     throw error;
   }
   if (start) webhooks.start();
-  const maintenance = wireMaintenance(config, { store, clock, logger, start });
+  const idempotencyClock = options.idempotencyClock ?? storeNow;
+  const maintenance = wireMaintenance(config, { store, clock, idempotencyClock, logger, start });
   const { retention, mediaRetention, idempotencyPurge } = maintenance;
   const sendQueue = wireSendQueue({
     store,
@@ -319,6 +326,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     signals,
     streamPollMs: options.streamPollMs,
     clock,
+    idempotencyClock,
     logger,
     verifyPassword: options.verifyPassword,
     // Not ready while draining: a load balancer stops sending before the node stops listening

@@ -23,6 +23,12 @@ export interface ClusterRouting {
   route(instance: Instance): Promise<ClusterRoute>;
   /** Counts a request running on instance `instanceId` until the returned function is called. */
   enter(instanceId: InstanceId): () => void;
+  /**
+   * Resolves once node `owner` stopped serving instance `instanceId` (its lease expired, or moved while `owner` is no
+   * longer live), or once `signal` aborts; never rejects. A request forwarded to `owner` stops waiting for its answer
+   * then (src/http/plugins/forward.ts).
+   */
+  ownerLost(instanceId: InstanceId, owner: string, signal: AbortSignal): Promise<void>;
   /** The instances of `ids` another live node holds, by that node's base URL. */
   remoteOwners(ids: readonly InstanceId[]): Promise<Map<string, InstanceId[]>>;
 }

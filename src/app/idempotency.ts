@@ -140,6 +140,10 @@ export type IdempotencyStart =
 /** Options of {@link IdempotencyService}; times in ms. */
 export interface IdempotencyServiceOptions {
   store: Store;
+  /**
+   * The clock claims' locks and expiries are set and judged on: every node compares them, so a node passes its store
+   * clock (docs/decisions/0008-leases-and-fencing.md, "One clock"; src/services.ts `idempotencyClock`).
+   */
   clock: Clock;
   logger: FastifyBaseLogger;
   /** How long a kept answer is replayed (default {@link IDEMPOTENCY_TTL_MS}). */

@@ -120,6 +120,11 @@ export interface ApplicationDeps {
   store: Store;
   box: SecretBox;
   clock: Clock;
+  /**
+   * The clock `Idempotency-Key` claims' locks and expiries are set and judged on: the node's store clock, since every
+   * node compares them (docs/decisions/0010-idempotency.md); omitted: `clock`.
+   */
+  idempotencyClock?: Clock;
   logger: FastifyBaseLogger;
   sessions: SessionManager;
   recorder: EventRecorder;
@@ -211,7 +216,7 @@ export function createApplication(deps: ApplicationDeps): Application {
     dashboard: new DashboardAdminService({ store, sessions, limiter, keys, feed, clock }),
     webhookTest: new WebhookTestService({ box, guard, clock, timeoutMs: webhookTimeoutMs }),
     health: new HealthService({ store, clock }),
-    idempotency: new IdempotencyService({ store, clock, logger }),
+    idempotency: new IdempotencyService({ store, clock: deps.idempotencyClock ?? clock, logger }),
     profile: new ProfileService({ sessions }),
     chatActions: new ChatActionService({ sessions, store, clock }),
     status: new StatusService({ store }),

@@ -270,6 +270,31 @@ export class LeaseKeeper {
   }
 
   /**
+   * Resolves once node `owner` stopped serving `instanceId`, for a request forwarded to it that still waits for its
+   * answer (src/http/plugins/forward.ts, docs/decisions/0008-leases-and-fencing.md): its lease of the instance expired
+   * (it stopped renewing it: dead, stopped or cut off from the store; its fencing timer closed its session), or the
+   * instance is leased to another node while `owner` is no longer live (its registry heartbeat lapsed). A lease
+   * handed over by a draining owner that still runs is not a loss: that owner answers the request. Looked at every
+   * heartbeat on the store's clock; a read the store fails is tried again at the next. Resolves too once `signal`
+   * aborts (the answer came). Never rejects.
+   */
+  async ownerLost(instanceId: string, owner: string, signal: AbortSignal): Promise<void> {
+    const { db } = this.#options;
+    while (!signal.aborted) {
+      await delay(this.#heartbeatMs, undefined, { signal }).catch(() => undefined);
+      if (signal.aborted) return;
+      try {
+        const lease = await getLease(db, instanceId);
+        const now = this.#now();
+        if (lease === undefined || !leaseValid(lease, now)) return;
+        if (lease.owner !== owner && !(await this.#nodes(now)).some((node) => node.id === owner)) return;
+      } catch {
+        // The store did not answer: looked at again at the next heartbeat.
+      }
+    }
+  }
+
+  /**
    * Which other live nodes hold a valid lease of some of `ids`, as node base URL → those instance ids. Places
    * nothing: an instance without a valid lease, or held here, is not listed. For a view spanning instances on
    * several nodes (the dashboard's instance list asks each owner for the status of its own).

@@ -35,6 +35,8 @@ export function wireApplication(
     signals?: StoreSignals | undefined;
     streamPollMs?: number | undefined;
     clock: Clock;
+    /** The clock `Idempotency-Key` claims are set and judged on (the node's store clock, see src/services.ts). */
+    idempotencyClock: Clock;
     logger: FastifyBaseLogger;
     registered: () => boolean;
     verifyPassword?: PasswordVerifier | undefined;
@@ -48,6 +50,7 @@ export function wireApplication(
     store,
     box,
     clock,
+    idempotencyClock: parts.idempotencyClock,
     logger: parts.logger,
     sessions: parts.sessions.sessions,
     recorder: parts.sessions.recorder,

@@ -22,10 +22,14 @@ export interface MaintenanceParts {
   idempotencyPurge: IdempotencyPurge;
 }
 
-/** Builds the clean-ups and, when `start` is true, starts them (tests that drive the worker leave them stopped). */
+/**
+ * Builds the clean-ups and, when `start` is true, starts them (tests that drive the worker leave them stopped).
+ * `idempotencyClock` is the clock idempotency keys' expiries are set on (the node's store clock,
+ * docs/decisions/0010-idempotency.md), which their purge judges them on.
+ */
 export function wireMaintenance(
   config: Config,
-  deps: { store: Store; clock: Clock; logger: FastifyBaseLogger; start: boolean },
+  deps: { store: Store; clock: Clock; idempotencyClock: Clock; logger: FastifyBaseLogger; start: boolean },
 ): MaintenanceParts {
   const { store, clock, logger } = deps;
   const retention = new LogRetention({
@@ -42,7 +46,7 @@ export function wireMaintenance(
     logger,
     retentionMs: config.media.retentionMs,
   });
-  const idempotencyPurge = new IdempotencyPurge({ store, clock, logger });
+  const idempotencyPurge = new IdempotencyPurge({ store, clock: deps.idempotencyClock, logger });
   if (deps.start) {
     retention.start();
     mediaRetention.start();

@@ -18,8 +18,12 @@ import { createTestStore, type TestStore, testDialects } from '../support/store.
 
 const SECRET = 'forward-repeat-cluster-secret-0123456789';
 
-/** What the proxy does with the next request: pass it, or close its connection before or after the owner read it. */
-type Mode = 'pass' | 'close-after-request' | 'close-before-request';
+/**
+ * What the proxy does with the next request: pass it, or close its connection before or after the owner read it, or
+ * let the owner answer and hand the forwarder a malformed answer instead (an error other than a closed connection,
+ * after the owner did the work, as a hung owner's timeout is).
+ */
+type Mode = 'pass' | 'close-after-request' | 'close-before-request' | 'garble-after-request';
 
 /**
  * A TCP proxy in front of `port`; `next` applies to the next request only (its first bytes, on whichever
@@ -44,6 +48,7 @@ async function startProxy(port: number): Promise<{
     const upstream = tcpConnect(port, '127.0.0.1');
     track(upstream);
     let dropAnswer = false;
+    let garbleAnswer = false;
     const end = () => {
       client.destroy();
       upstream.destroy();
@@ -59,11 +64,17 @@ async function startProxy(port: number): Promise<{
       mode = 'pass';
       if (own === 'close-before-request') return end();
       if (own === 'close-after-request') dropAnswer = true;
+      if (own === 'garble-after-request') garbleAnswer = true;
       upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
       // The owner answered, so it did the work: the answer is dropped and the forwarder's connection closed.
       if (dropAnswer) return end();
+      if (garbleAnswer) {
+        garbleAnswer = false;
+        client.write('not an HTTP answer\r\n\r\n');
+        return;
+      }
       client.write(chunk);
     });
   });
@@ -242,6 +253,42 @@ for (const dialect of testDialects()) {
       assert.equal(ids.length, 2, 'one forward each');
       assert.equal(ids[1], ids[0], 'the retry continues the request the lost forward ran under');
       assert.equal(ids[0], rows[0]?.request_id);
+    });
+
+    it('an Idempotency-Key send whose forward failed after the owner ran it is continued, not sent again', async () => {
+      const before = await sentIds();
+      const send = () =>
+        post(
+          '/v1/messages/send',
+          { phone: PEER, body: 'keyed, answer garbled once' },
+          { 'idempotency-key': 'garbled-1' },
+        );
+      const seen = proxy.forwardIds.length;
+      proxy.next('garble-after-request');
+      const failed = await send();
+      assert.equal(failed.statusCode, 503, failed.body);
+      // The owner sent the message: the 503 decides nothing, so the key keeps its request, ended unfinished.
+      const rows = await shared.store.db
+        .selectFrom('idempotency_keys')
+        .select(['request_id', 'locked_until', 'status'])
+        .where('key', '=', 'garbled-1')
+        .execute();
+      assert.deepEqual(
+        rows.map((row) => [Number(row.locked_until), row.status]),
+        [[0, null]],
+        'the key is not forgotten',
+      );
+      const again = await send();
+      assert.equal(again.statusCode, 200, again.body);
+      const { id } = JSON.parse(again.body).data as { id: string };
+      assert.deepEqual(
+        (await sentIds()).filter((sentId) => !before.includes(sentId)),
+        [id],
+        'sent once',
+      );
+      const ids = proxy.forwardIds.slice(seen);
+      assert.equal(ids.length, 2, 'one forward each');
+      assert.equal(ids[1], ids[0], 'the retry continues the request the failed forward ran under');
     });
 
     it('a GET whose answer was lost is asked again', async () => {

@@ -89,6 +89,12 @@ export interface TestAppOptions {
    * scheduled sends and retries come due as it advances that clock (a single node, whose clocks agree).
    */
   sendDueOnStoreClock?: boolean;
+  /**
+   * Whether `Idempotency-Key` claims' locks and expiries are set and judged on the node's store clock, as a node does
+   * (docs/decisions/0010-idempotency.md); default false: on the app's manual clock, so a test's claims lapse and
+   * expire as it advances that clock (a single node, whose clocks agree).
+   */
+  idempotencyOnStoreClock?: boolean;
   /** Extra CA the outbound guard trusts (the HTTPS receiver's certificate). */
   outboundCa?: string | Buffer;
   /** Webhook worker tuning passed to createServices (fast poll, stale timeout, `start: false`). */
@@ -119,6 +125,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     clock,
     ...(options.storeClock ? { storeClock: options.storeClock } : {}),
     ...(options.sendDueOnStoreClock ? {} : { sendDueClock: clock }),
+    ...(options.idempotencyOnStoreClock ? {} : { idempotencyClock: clock }),
     ...(options.liveEngine ? { liveEngine: options.liveEngine } : {}),
     ...(options.liveEngineTuning ? { liveEngineTuning: options.liveEngineTuning } : {}),
     revocationPollMs: 50,

@@ -45,6 +45,10 @@ export interface Child {
   alive(): boolean;
   /** The last 4,000 characters the process wrote to stderr (its log at CHILD_LOG_LEVEL). */
   stderr(): string;
+  /** SIGSTOP: the process hangs with its connections open (a frozen machine, a partition); {@link resume} undoes it. */
+  pause(): void;
+  /** SIGCONT after {@link pause}. */
+  resume(): void;
   /** SIGKILL, resolving when the process is gone. */
   kill(): Promise<void>;
   /** SIGTERM (graceful stop), resolving with the exit code. */
@@ -184,6 +188,12 @@ export async function startChild(env: Record<string, string>, workerId: string):
     },
     alive: () => !exitedAlready,
     stderr: () => stderr,
+    pause() {
+      if (!exitedAlready) proc.kill('SIGSTOP');
+    },
+    resume() {
+      if (!exitedAlready) proc.kill('SIGCONT');
+    },
     async kill() {
       if (!exitedAlready) proc.kill('SIGKILL');
       await exited;

@@ -137,15 +137,23 @@ export async function routeInstanceRequest(
       reply.header(NOT_OWNER_HEADER, route.owner);
       throw new DomainError('not_ready', 'the instance is moving between nodes; retry');
     }
-    const answer = await relay(cluster, request, route.url, forwardId).catch((error: unknown) => {
-      const closed = closedBeforeAnswer(error);
-      if (closed) {
+    const { owner, url } = route;
+    const answer = await whileServing(cluster, instance.id, owner, (signal) =>
+      relay(cluster, request, url, forwardId, signal),
+    ).catch((error: unknown) => {
+      // An owner that stopped serving the instance while its answer was awaited (dead, stopped, cut off) is as a
+      // connection that closed: it may have read the request, and will not answer.
+      const closed = closedBeforeAnswer(error) || error instanceof OwnerLostError;
+      const neverSent = refused(error);
+      if (!neverSent) {
         tried = true;
-        // The request is served under the forward's id from now on, here or as this error: it may have run on the
-        // owner, so nothing this node answers decides it (src/http/plugins/idempotency.ts).
+        // Any failure but a refused connection may come after the owner read the request (a closed connection, an
+        // answer that timed out or could not be read): the request is served under the forward's id from now on,
+        // here or as this error, since it may have run on the owner, so nothing this node answers decides it
+        // (src/http/plugins/idempotency.ts).
         request.forwardId = forwardId;
       }
-      const again = refused(error) || (repeatable && closed);
+      const again = neverSent || (repeatable && closed);
       if (again && Date.now() < deadline) return undefined;
       throw new DomainError('platform_unreachable', 'the node serving this instance did not answer', {
         cause: error,
@@ -201,6 +209,40 @@ function relayStream(
   });
 }
 
+/** What a forward is aborted with once its owner stopped serving the instance ({@link whileServing}). */
+class OwnerLostError extends Error {
+  constructor(owner: string) {
+    super(`node ${owner} stopped serving the instance before it answered`);
+    this.name = 'OwnerLostError';
+  }
+}
+
+/**
+ * Runs `forward` (a request to node `owner` for instance `instanceId`, read until its answer's headers, or its whole
+ * body when not streamed) and aborts it with {@link OwnerLostError} once `owner` stopped serving the instance
+ * (`ClusterRouting.ownerLost`: its lease expired, or moved while it is no longer live), so a forward to a node that
+ * hangs or vanished without closing its connections ends within about a lease lifetime instead of waiting for an
+ * answer that never comes (docs/decisions/0008-leases-and-fencing.md).
+ * @throws what `forward` throws; OwnerLostError as above.
+ */
+async function whileServing<T>(
+  cluster: HttpCluster,
+  instanceId: string,
+  owner: string,
+  forward: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const forwarding = new AbortController();
+  const answered = new AbortController();
+  void cluster.keeper.ownerLost(instanceId, owner, answered.signal).then(() => {
+    if (!answered.signal.aborted) forwarding.abort(new OwnerLostError(owner));
+  });
+  try {
+    return await forward(forwarding.signal);
+  } finally {
+    answered.abort();
+  }
+}
+
 /**
  * Sends `request` unchanged (with the cluster headers) to the node at `base` and returns its answer read whole, for
  * a request that needs a part of its answer from each of several nodes (the dashboard's instance list). The node
@@ -222,13 +264,14 @@ export async function askNode(
 
 /**
  * Sends `request` to `base` with the cluster headers and returns the answer: in full, or its body as a stream when
- * it is `text/event-stream`.
+ * it is `text/event-stream`. `signal` aborting ends the request (and a streamed body) with its reason.
  */
 async function relay(
   cluster: HttpCluster,
   request: FastifyRequest,
   base: string,
   forwardId?: string,
+  signal?: AbortSignal,
 ): Promise<{
   status: number;
   headers: Record<string, string | string[] | undefined>;
@@ -254,6 +297,7 @@ async function relay(
     method: request.method as 'POST',
     headers,
     dispatcher: agent,
+    ...(signal ? { signal } : {}),
     ...(hasBody ? { body: JSON.stringify(sent ?? {}) } : {}),
   });
   const type = response.headers['content-type'];
