@@ -112,6 +112,12 @@ export interface ListenerDeps {
   calls?(sock: SocketLike, calls: BaileysEventMap['call']): Promise<void>;
 }
 
+/**
+ * Longest notification id a group change carries as its `platformId` (with `/<index>` it fits `recorded_updates.id`,
+ * 128 characters); a longer one, which the platform does not send, is recorded without it.
+ */
+const MAX_NOTIFICATION_ID = 100;
+
 /** Most ids of undecryptable messages one session's listeners remember (a few KB). */
 export const UNDECRYPTED_IDS = 256;
 
@@ -275,7 +281,15 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     queue.enqueue(async () => {
       const updates = await groupUpdatesFromNotification(node, ctx, now());
       if (updates[0]) deps.groups.del(updates[0].groupJid);
-      for (const update of updates) await queue.record({ type: 'group', update });
+      // The platform hands a notification over again as it does a message (its acknowledgement lost): each change
+      // carries the notification's id and its place in it, so a repeat makes no second event (message-copies.ts).
+      const id = node.attrs.id;
+      for (const [index, update] of updates.entries()) {
+        const platformId = id && id.length <= MAX_NOTIFICATION_ID ? `${id}/${index}` : undefined;
+        await queue.record(
+          platformId === undefined ? { type: 'group', update } : { type: 'group', update, platformId },
+        );
+      }
     }, 'w:gp2');
   sock.ws.on(GROUP_NOTIFICATION, onGroupNotification);
   detachers.push(() => sock.ws.off(GROUP_NOTIFICATION, onGroupNotification));
