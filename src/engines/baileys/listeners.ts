@@ -2,7 +2,7 @@ import type { BaileysEventMap, BinaryNode, GroupMetadata, WAMessage } from 'bail
 import { isJidBroadcast, isJidGroup, isJidNewsletter, proto } from 'baileys';
 import { type EngineEvent, eventLogFields, type Jid } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
-import { BoundedCache } from './cache.ts';
+import type { BoundedCache } from './cache.ts';
 import type { ContactBook } from './contacts.ts';
 import { groupUpdatesFromNotification } from './group-events.ts';
 import { markAdminDeletion } from './group-revokes.ts';
@@ -97,6 +97,11 @@ export interface ListenerDeps {
   /** Group metadata cache (Baileys' `cachedGroupMetadata`), refreshed from group events. */
   groups: BoundedCache;
   /**
+   * Ids of messages whose first delivery could not be decrypted (session-options.ts `SessionCaches.undecrypted`): the
+   * session's, not the socket's, since their resends may come after the connection was renewed.
+   */
+  undecrypted: BoundedCache;
+  /**
    * Group `jid`'s metadata fetched through the session's current socket and kept in `groups` (undefined while no
    * socket is open), to tell whether a deletion's sender is an admin (group-revokes.ts). @throws the socket's error.
    */
@@ -118,9 +123,6 @@ export interface ListenerDeps {
  */
 const MAX_NOTIFICATION_ID = 100;
 
-/** Most ids of undecryptable messages one session's listeners remember (a few KB). */
-export const UNDECRYPTED_IDS = 256;
-
 /**
  * Subscribes to a socket's events and turns them into domain events (docs/decisions/0025-live-engine.md): messages,
  * 1:1 and group receipts, history sync, contacts, chat presence (`CB:chatstate` frames), group changes (`w:gp2`
@@ -132,11 +134,7 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
   const { context, mapping: ctx, queue } = deps;
   const detachers: (() => void)[] = [];
   const now = () => context.clock();
-  /**
-   * Ids of messages whose first delivery could not be decrypted, for an hour (Baileys' placeholder resends wait at
-   * most that long), at most {@link UNDECRYPTED_IDS} (docs/decisions/0025-live-engine.md: every cache is bounded).
-   */
-  const undecrypted = new BoundedCache(60 * 60_000, UNDECRYPTED_IDS, now);
+  const { undecrypted } = deps;
   const on = <E extends keyof BaileysEventMap>(
     event: E,
     handle: (arg: BaileysEventMap[E]) => Promise<void>,
