@@ -117,7 +117,8 @@ interface InstanceQueue {
  * turn share one transaction (docs/decisions/0051-turn-groups.md); each instance's events stay in order.
  * Projections may read ahead for the whole batch (`prepare`) and buffer their rows to write them together at its
  * end (`flush`), so a batch costs a few statements, not a few per event. A failing batch is retried one event per
- * transaction of its own, so one bad event fails alone.
+ * transaction of its own, so one bad event fails alone; an event failing with the store unreachable fails the
+ * instance's events behind it untried, so none is applied before it (docs/decisions/0011-store-faults.md).
  */
 export class EventRecorder {
   readonly #db: Kysely<Database>;
