@@ -54,7 +54,16 @@ export type EngineEvent =
    * (docs/decisions/0026-chats-edits-polls-and-calls.md).
    */
   | { type: 'call'; call: EngineCall }
-  | { type: 'group'; update: GroupUpdate }
+  | {
+      type: 'group';
+      update: GroupUpdate;
+      /**
+       * The platform notification the change came in, as `<notification id>/<index of the change in it>`: a repeat
+       * of it is left out (src/events/message-copies.ts), as `messageUpdate`'s. Absent for the account's own
+       * changes through the API and the sandbox's.
+       */
+      platformId?: string;
+    }
   /** A message was edited or deleted for everyone (by the account through the API, or by someone else). */
   | {
       type: 'messageUpdate';

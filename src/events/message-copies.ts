@@ -8,12 +8,15 @@ import type { Database } from '../store/schema.ts';
 import { deferWrites } from '../store/write-groups.ts';
 import type { EventProjection } from './recorder.ts';
 
-/** An edit, a deletion or a poll vote: an event about a message carried by a platform message of its own. */
-type UpdateEvent = Extract<EngineEvent, { type: 'messageUpdate' | 'pollVote' }>;
+/**
+ * An edit, a deletion or a poll vote (an event about a message carried by a platform message of its own), or a change
+ * of a group (carried by a platform notification).
+ */
+type UpdateEvent = Extract<EngineEvent, { type: 'messageUpdate' | 'pollVote' | 'group' }>;
 
 /** True for the events {@link UpdateEvent} names. */
 function isUpdate(event: EngineEvent): event is UpdateEvent {
-  return event.type === 'messageUpdate' || event.type === 'pollVote';
+  return event.type === 'messageUpdate' || event.type === 'pollVote' || event.type === 'group';
 }
 
 /** What one instance's batch in a transaction knows about its `message` and update events. */
@@ -58,7 +61,9 @@ function sameChat(stored: string | undefined, chat: string): boolean {
  * that id is among the instance's recorded updates (`recorded_updates`, src/store/recorded-updates.ts) when its batch
  * begins, or an earlier update event of the batch carried it; the id of every other one is written with the batch
  * ({@link flush}), in its transaction, so an update is recorded once, a crash between the two being impossible. A
- * reaction is a `message` of its own id; a receipt is not a copy, and neither is a `history` event.
+ * change of a group comes in a platform notification, handed over again alike: its `group` event carries the
+ * notification's id and its place in it as its `platformId`, and is told as an update. A reaction is a `message` of
+ * its own id; a receipt is not a copy, and neither is a `history` event.
  *
  * It reads the stored ids in its `prepare`: one statement for the batch's `message` events that may have come before
  * (`mayRepeat`, src/domain/events.ts: delivered offline after a connect, or first delivered undecryptable), none

@@ -1,7 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Kysely, Transaction } from 'kysely';
 import type { EngineEvent } from '../domain/messages.ts';
-import { outcomeUnknown, untilStoreAnswers } from '../store/faults.ts';
+import {
+  isStoreUnavailableError,
+  notSentBehind,
+  outcomeUnknown,
+  untilStoreAnswers,
+} from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 import type { TurnTransactions } from '../store/turn-transactions.ts';
 import { runDeferredWrites } from '../store/write-groups.ts';
@@ -112,7 +117,8 @@ interface InstanceQueue {
  * turn share one transaction (docs/decisions/0051-turn-groups.md); each instance's events stay in order.
  * Projections may read ahead for the whole batch (`prepare`) and buffer their rows to write them together at its
  * end (`flush`), so a batch costs a few statements, not a few per event. A failing batch is retried one event per
- * transaction of its own, so one bad event fails alone.
+ * transaction of its own, so one bad event fails alone; an event failing with the store unreachable fails the
+ * instance's events behind it untried, so none is applied before it (docs/decisions/0011-store-faults.md).
  */
 export class EventRecorder {
   readonly #db: Kysely<Database>;
@@ -206,19 +212,36 @@ export class EventRecorder {
       } catch (error) {
         if (batch.length === 1) {
           batch[0]?.reject(error);
+          if (isStoreUnavailableError(error)) this.#failBehind(queue.items, error);
           continue;
         }
-        for (const item of batch) {
+        for (const [index, item] of batch.entries()) {
           try {
             // In a transaction of its own: a bad event must not roll back other instances' work again.
             await this.#apply(instanceId, [item], true);
           } catch (single) {
             item.reject(single);
+            if (!isStoreUnavailableError(single)) continue;
+            this.#failBehind(batch.slice(index + 1), single);
+            this.#failBehind(queue.items, single);
+            break;
           }
         }
       }
     }
     this.#queues.delete(instanceId);
+  }
+
+  /**
+   * Fails `items` untried (and empties `items` when it is the instance's queue) after an earlier item of their
+   * instance failed with `cause`, a store that cannot be reached: each caller retries as for a failure of its own
+   * (docs/decisions/0011-store-faults.md), a session's recordings in the order they were emitted
+   * (src/sessions/record-line.ts). Tried now, on a store that answers again at once (another connection than the
+   * one that broke, a busy file freed), an item would commit before the earlier one, which its caller tries again
+   * only after a wait: a receipt or deletion applied before the message it names finds no row and is lost.
+   */
+  #failBehind(items: Pending[], cause: unknown): void {
+    for (const item of items.splice(0)) item.reject(notSentBehind(cause));
   }
 
   /**

@@ -35,7 +35,9 @@ interface Waiting {
  * first, with the retry of every recording ({@link recordWithRetry}, its limits and waits going on from the failed
  * try), and the next only once that one was recorded or given up; its head waits for the first tries of older
  * recordings still running, which may join the line ahead of it. A recording handed to the recorder before an
- * older one failed (both tried together) may still be applied before it, when the store came back in between.
+ * older one failed with the store unreachable is failed untried by the recorder (src/events/recorder.ts), so it
+ * joins the line behind it too; one handed over before an older one failed otherwise (an unknown error) may still be
+ * applied before it.
  */
 export class RecordLine {
   readonly #policy: RecordRetryPolicy;

@@ -210,6 +210,18 @@ export function failedBeforeSending(error: unknown): boolean {
 }
 
 /**
+ * A `store_unavailable` error for a write that was not sent to the store because an earlier write it must follow
+ * failed with `cause` (the recorder's items of an instance queued behind a batch the store failed,
+ * src/events/recorder.ts): {@link failedBeforeSending} is true for it, so nothing of the write is taken for kept
+ * (docs/decisions/0011-store-faults.md).
+ */
+export function notSentBehind(cause: unknown): DomainError {
+  const unavailable = errors.storeUnavailable(cause);
+  RAISED_CONNECTING.add(unavailable);
+  return unavailable;
+}
+
+/**
  * True when a statement that failed with `error` may still have been carried out: the store is remote and the
  * connection broke while the statement or its commit was under way, so the store may have committed it and only the
  * answer was lost (a socket or TLS error, PostgreSQL SQLSTATE class 08 or 57P01–57P03, node-postgres's "Connection

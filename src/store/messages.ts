@@ -95,6 +95,18 @@ export async function insertMessages(
   await runWriteGroup(db, [insertMessagesWrites(instanceId, messages, at)]);
 }
 
+/** Most characters of a push name the store keeps (`messages.push_name`, `chat_peers.push_name`: varchar(200)). */
+export const MAX_PUSH_NAME = 200;
+
+/**
+ * `pushName` as the store keeps it: its first {@link MAX_PUSH_NAME} UTF-16 units. The platform hands the name over
+ * as the sender's client set it, and PostgreSQL refused a longer one (22001, a permanent error): the message, already
+ * acknowledged, was lost (docs/decisions/0011-store-faults.md); SQLite, which does not bound it, now keeps the same.
+ */
+export function keptPushName(pushName: string): string {
+  return pushName.length <= MAX_PUSH_NAME ? pushName : pushName.slice(0, MAX_PUSH_NAME);
+}
+
 /**
  * The statements {@link insertMessages} runs, not run (to write them with another table's rows,
  * src/store/write-groups.ts). Errors as {@link insertMessages}.
@@ -118,7 +130,7 @@ export function insertMessagesWrites(
       is_group: message.source.isGroup ? 1 : 0,
       type: KINDS.includes(message.content.kind) ? message.content.kind : 'other',
       content: JSON.stringify(message.content),
-      push_name: message.pushName,
+      push_name: keptPushName(message.pushName),
       timestamp,
       state,
       state_at: atMs,
@@ -237,7 +249,7 @@ export function touchPeersWrites(
   const rows = [...names].map(([jid, pushName]) => ({
     instance_id: instanceId,
     jid,
-    push_name: pushName,
+    push_name: keptPushName(pushName),
     first_at: atMs,
     last_at: atMs,
   }));

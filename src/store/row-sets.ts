@@ -109,13 +109,17 @@ export function rowSetInsert<T extends keyof Database & string, I extends object
 /**
  * `rows` as a JSON array of objects holding `columns` only. `JSON.stringify` writes a lone surrogate as a `\udXXX`
  * escape, which PostgreSQL's JSON parser refuses; those strings are sent well-formed instead (U+FFFD in place of the
- * lone surrogate, what `pg` sends for such a string as a text parameter).
+ * lone surrogate, what `pg` sends for such a string as a text parameter). It writes the NUL character (U+0000) as
+ * `\u0000`, which the parser refuses too (22P05: PostgreSQL's text cannot hold it); it is left out of those strings.
+ * A platform event can carry one (a peer's client may put it in a push name), and refused, the event was lost
+ * (docs/decisions/0075-no-nul-characters.md).
  */
 function jsonRows(rows: readonly object[], columns: string[]): string {
   const text = JSON.stringify(rows, columns);
   // A lone surrogate's escape is `\ud800` to `\udfff`; a valid pair is escaped only when lone, so any `\ud` escape
-  // (or a false alarm: an escaped backslash before `ud`) sends the rows through the slower, exact path.
-  if (!text.includes('\\ud')) return text;
+  // (or a false alarm: an escaped backslash before `ud`) sends the rows through the slower, exact path; so does a
+  // `\u0000` escape (or the same false alarm).
+  if (!text.includes('\\ud') && !text.includes('\\u0000')) return text;
   return JSON.stringify(rows.map((row) => wellFormedRow(row, columns)));
 }
 
@@ -124,7 +128,8 @@ function wellFormedRow(row: object, columns: readonly string[]): Record<string, 
   const out: Record<string, unknown> = {};
   for (const column of columns) {
     const value = fields[column];
-    out[column] = typeof value === 'string' ? value.replace(LONE_SURROGATE, '\ufffd') : value;
+    out[column] =
+      typeof value === 'string' ? value.replace(LONE_SURROGATE, '\ufffd').replaceAll('\u0000', '') : value;
   }
   return out;
 }

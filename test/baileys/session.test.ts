@@ -363,6 +363,41 @@ describe('live session over a fake socket: what it configures, sends, reads and 
     );
   });
 
+  it('marks the resends of a message whose first delivery could not be decrypted on a socket since replaced', async () => {
+    const { session, rc, sock, fake } = await setup();
+    await session.connect();
+    const key = { remoteJid: PEER, fromMe: false, id: '3EB0RESENTAFTER' };
+    sock().emit('messages.upsert', {
+      type: 'notify',
+      messages: [
+        {
+          key,
+          messageStubType: proto.WebMessageInfo.StubType.CIPHERTEXT,
+          messageStubParameters: ['No session found to decrypt message'],
+          messageTimestamp: 1_700_000_000,
+        },
+      ],
+    });
+    // The connection is renewed before the resends come (a restart the platform asks for).
+    sock().close(515, 'Stream Errored (restart required)');
+    await until(() => session.state().connected && fake.sockets.length === 2, 2_000, 'reopened');
+    // The sender's resend, then the phone's placeholder resend: both live, on the new socket.
+    for (let i = 0; i < 2; i++)
+      sock().emit('messages.upsert', {
+        type: 'notify',
+        messages: [{ key, message: { conversation: 'resent' }, messageTimestamp: 1_700_000_000 }],
+      });
+    await until(() => ofType(rc.events, 'message').length === 2, 2_000, 'messages');
+    assert.deepEqual(
+      ofType(rc.events, 'message').map((event) => [event.message.id, event.mayRepeat]),
+      [
+        ['3EB0RESENTAFTER', true],
+        ['3EB0RESENTAFTER', true],
+      ],
+      'both resends are looked up as possible copies',
+    );
+  });
+
   it('maps incoming events to domain events with phone JIDs, in arrival order', async () => {
     const { session, rc, sock } = await setup();
     await session.connect();

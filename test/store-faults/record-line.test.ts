@@ -116,6 +116,110 @@ for (const dialect of testDialects()) {
         await ts.cleanup();
       }
     });
+
+    it('a message and its receipt in one batch, the message failing again when tried alone: the receipt waits for it', async () => {
+      const id = '3EB0LINE0000000003';
+      const receipt: EngineEvent = {
+        type: 'receipt',
+        state: 'read',
+        messageIds: [id],
+        source: { chat: PEER, sender: PEER, isFromMe: false, isGroup: false },
+        timestamp: Date.now(),
+      };
+      const { logger } = capturingLogger();
+      const line = new RecordLine(POLICY, logger);
+      const applied: string[] = [];
+      let failures = 0;
+      const ts = await createTestStore(dialect, {
+        // The batch's write of the message fails, and so does its try alone; the store answers after that.
+        faults: (sql) => {
+          if (failures >= 2 || !/insert into "messages"/i.test(sql)) return;
+          failures += 1;
+          throw storeOutage(dialect);
+        },
+      });
+      try {
+        const db = ts.store.db;
+        const org = await adminCreateOrg(db, { name: `o${Math.random()}`, plan: 'pro' });
+        const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'line' });
+        const recorder = new EventRecorder(db, [new MessageProjection(Date.now)], logger);
+        const record = (event: EngineEvent) => async () => {
+          await recorder.record(instance.id, event);
+          applied.push(event.type);
+        };
+        const send = sent(id);
+        // Emitted together: both first tries join the recorder's one batch.
+        await Promise.all([line.record(record(send), send), line.record(record(receipt), receipt)]);
+
+        assert.equal(failures, 2);
+        assert.deepEqual(applied, ['message', 'receipt'], 'recorded in the order emitted');
+        const row = await db
+          .selectFrom('messages')
+          .select('state')
+          .where('instance_id', '=', instance.id)
+          .where('id', '=', id)
+          .executeTakeFirst();
+        assert.deepEqual(row, { state: 'read' });
+      } finally {
+        await ts.cleanup();
+      }
+    });
+
+    it('a message whose batch met one store failure, and the receipt queued behind it: the receipt is not applied first', async () => {
+      const id = '3EB0LINE0000000002';
+      const receipt: EngineEvent = {
+        type: 'receipt',
+        state: 'read',
+        messageIds: [id],
+        source: { chat: PEER, sender: PEER, isFromMe: false, isGroup: false },
+        timestamp: Date.now(),
+      };
+      const { logger } = capturingLogger();
+      const line = new RecordLine(POLICY, logger);
+      const applied: string[] = [];
+      /** Set once the recorder and its instance exist: hands the receipt to the line (its first try at once). */
+      let emitReceipt: () => void = () => undefined;
+      let failures = 0;
+      const ts = await createTestStore(dialect, {
+        // The message's one failed statement (a terminated connection, a busy file); the store answers right after.
+        faults: (sql) => {
+          if (failures > 0 || !/insert into "messages"/i.test(sql)) return;
+          failures += 1;
+          // The peer's receipt is emitted while the message's batch runs: its first try joins the recorder's queue.
+          emitReceipt();
+          throw storeOutage(dialect);
+        },
+      });
+      try {
+        const db = ts.store.db;
+        const org = await adminCreateOrg(db, { name: `o${Math.random()}`, plan: 'pro' });
+        const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'line' });
+        const recorder = new EventRecorder(db, [new MessageProjection(Date.now)], logger);
+        const record = (event: EngineEvent) => async () => {
+          await recorder.record(instance.id, event);
+          applied.push(event.type);
+        };
+        let reading: Promise<void> = Promise.resolve();
+        emitReceipt = () => {
+          reading = line.record(record(receipt), receipt);
+        };
+        const send = sent(id);
+        await line.record(record(send), send);
+        await reading;
+
+        assert.equal(failures, 1);
+        assert.deepEqual(applied, ['message', 'receipt'], 'recorded in the order emitted');
+        const row = await db
+          .selectFrom('messages')
+          .select('state')
+          .where('instance_id', '=', instance.id)
+          .where('id', '=', id)
+          .executeTakeFirst();
+        assert.deepEqual(row, { state: 'read' });
+      } finally {
+        await ts.cleanup();
+      }
+    });
   });
 }
 

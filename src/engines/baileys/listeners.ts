@@ -2,7 +2,7 @@ import type { BaileysEventMap, BinaryNode, GroupMetadata, WAMessage } from 'bail
 import { isJidBroadcast, isJidGroup, isJidNewsletter, proto } from 'baileys';
 import { type EngineEvent, eventLogFields, type Jid } from '../../domain/messages.ts';
 import type { EngineSessionContext } from '../engine.ts';
-import { BoundedCache } from './cache.ts';
+import type { BoundedCache } from './cache.ts';
 import type { ContactBook } from './contacts.ts';
 import { groupUpdatesFromNotification } from './group-events.ts';
 import { markAdminDeletion } from './group-revokes.ts';
@@ -97,6 +97,11 @@ export interface ListenerDeps {
   /** Group metadata cache (Baileys' `cachedGroupMetadata`), refreshed from group events. */
   groups: BoundedCache;
   /**
+   * Ids of messages whose first delivery could not be decrypted (session-options.ts `SessionCaches.undecrypted`): the
+   * session's, not the socket's, since their resends may come after the connection was renewed.
+   */
+  undecrypted: BoundedCache;
+  /**
    * Group `jid`'s metadata fetched through the session's current socket and kept in `groups` (undefined while no
    * socket is open), to tell whether a deletion's sender is an admin (group-revokes.ts). @throws the socket's error.
    */
@@ -112,8 +117,11 @@ export interface ListenerDeps {
   calls?(sock: SocketLike, calls: BaileysEventMap['call']): Promise<void>;
 }
 
-/** Most ids of undecryptable messages one session's listeners remember (a few KB). */
-export const UNDECRYPTED_IDS = 256;
+/**
+ * Longest notification id a group change carries as its `platformId` (with `/<index>` it fits `recorded_updates.id`,
+ * 128 characters); a longer one, which the platform does not send, is recorded without it.
+ */
+const MAX_NOTIFICATION_ID = 100;
 
 /**
  * Subscribes to a socket's events and turns them into domain events (docs/decisions/0025-live-engine.md): messages,
@@ -126,11 +134,7 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
   const { context, mapping: ctx, queue } = deps;
   const detachers: (() => void)[] = [];
   const now = () => context.clock();
-  /**
-   * Ids of messages whose first delivery could not be decrypted, for an hour (Baileys' placeholder resends wait at
-   * most that long), at most {@link UNDECRYPTED_IDS} (docs/decisions/0025-live-engine.md: every cache is bounded).
-   */
-  const undecrypted = new BoundedCache(60 * 60_000, UNDECRYPTED_IDS, now);
+  const { undecrypted } = deps;
   const on = <E extends keyof BaileysEventMap>(
     event: E,
     handle: (arg: BaileysEventMap[E]) => Promise<void>,
@@ -275,7 +279,15 @@ export function attachListeners(sock: SocketLike, deps: ListenerDeps): () => voi
     queue.enqueue(async () => {
       const updates = await groupUpdatesFromNotification(node, ctx, now());
       if (updates[0]) deps.groups.del(updates[0].groupJid);
-      for (const update of updates) await queue.record({ type: 'group', update });
+      // The platform hands a notification over again as it does a message (its acknowledgement lost): each change
+      // carries the notification's id and its place in it, so a repeat makes no second event (message-copies.ts).
+      const id = node.attrs.id;
+      for (const [index, update] of updates.entries()) {
+        const platformId = id && id.length <= MAX_NOTIFICATION_ID ? `${id}/${index}` : undefined;
+        await queue.record(
+          platformId === undefined ? { type: 'group', update } : { type: 'group', update, platformId },
+        );
+      }
     }, 'w:gp2');
   sock.ws.on(GROUP_NOTIFICATION, onGroupNotification);
   detachers.push(() => sock.ws.off(GROUP_NOTIFICATION, onGroupNotification));

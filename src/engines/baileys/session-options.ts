@@ -50,10 +50,14 @@ export function quieterLevel(parent: string, wanted: string): string {
   return w > p ? wanted : parent;
 }
 
+/** Most ids of undecryptable messages one session remembers (a few KB). */
+export const UNDECRYPTED_IDS = 256;
+
 /**
  * The bounded caches of one session (docs/decisions/0025-live-engine.md: every cache is bounded): group metadata,
  * recently sent messages (for the platform's retries) and presence subscriptions of the session, the signal key
- * cache of the lifecycle, and Baileys' retry, device, call offer and placeholder resend caches. Lifetimes in ms.
+ * cache of the lifecycle, Baileys' retry, device, call offer and placeholder resend caches, and the ids of messages
+ * first delivered undecryptable. Lifetimes in ms.
  */
 export class SessionCaches {
   readonly groups: BoundedCache;
@@ -64,6 +68,12 @@ export class SessionCaches {
   readonly devices: BoundedCache;
   readonly calls: BoundedCache;
   readonly placeholders: BoundedCache;
+  /**
+   * Ids of messages whose first delivery could not be decrypted, for an hour (Baileys' placeholder resends wait at
+   * most that long), at most {@link UNDECRYPTED_IDS}: their resends may come on a later socket of the session
+   * (listeners.ts).
+   */
+  readonly undecrypted: BoundedCache;
   /** Every cache above, for flushing at logout and closing at shutdown. */
   readonly all: readonly BoundedCache[];
 
@@ -77,6 +87,7 @@ export class SessionCaches {
     this.devices = new BoundedCache(5 * 60_000, 5_000, now);
     this.calls = new BoundedCache(5 * 60_000, 100, now);
     this.placeholders = new BoundedCache(HOUR, 1_000, now);
+    this.undecrypted = new BoundedCache(HOUR, UNDECRYPTED_IDS, now);
     this.all = [
       this.groups,
       this.recent,
@@ -86,6 +97,7 @@ export class SessionCaches {
       this.devices,
       this.calls,
       this.placeholders,
+      this.undecrypted,
     ];
   }
 }

@@ -143,6 +143,7 @@ export function sessionParts(
         resolver,
         contacts,
         groups: caches.groups,
+        undecrypted: caches.undecrypted,
         fetchGroup,
         stopping: stopping.signal,
         queue,
