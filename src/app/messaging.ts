@@ -197,8 +197,9 @@ export class MessagingService {
    * resolves after the platform's ack and the message's recording (docs/decisions/0009-sends-as-jobs.md).
    * @throws DomainError not_registered `recipient <phone> is not registered on the platform`; invalid `id must name
    *   a message in this chat` (a quoted message stored in another chat); the relay's error (the job is then `failed`);
-   *   conflict `LOGGED_OUT_BEFORE_RELAY` when the account logged out (or another linked) while the send was accepted
-   *   and its job waited its turn: canceled once stored (docs/decisions/0074-logout-cancels-pending-sends.md).
+   *   conflict `LOGGED_OUT_BEFORE_RELAY` when the account logged out (or another linked) while the send was accepted:
+   *   nothing stored, or, when the logout came while its job was stored, the job canceled
+   *   (docs/decisions/0074-logout-cancels-pending-sends.md).
    */
   async send(
     instance: Instance,
@@ -216,24 +217,29 @@ export class MessagingService {
     await requireRegistered(this.#registrations, instance, session, input.phone);
     await this.#requireQuotable(instance, input);
     const job = await this.#job(instance, session, input, await content(), 'sync', null, fixedId);
+    // The account logged out (or another linked) while the send was accepted (its content built): nothing is stored.
+    // Stored, the job could be relayed at once, or claimed by the queue's drain, through the account linked now
+    // before any cancel of it (docs/decisions/0074-logout-cancels-pending-sends.md).
+    if (!sameAccount(session, accepted)) throw loggedOutBeforeRelay();
     let outcome: () => Promise<SentMessage>;
     try {
-      outcome = await this.#queue.storeSync(session, job, origin.signal);
+      outcome = await this.#queue.storeSync(session, job, origin.signal, () =>
+        sameAccount(session, accepted),
+      );
     } catch (error) {
       // Stored past its sync wait and failed unsent (the store answered late): that is this request's answer.
       if (error instanceof DomainError && error.code === 'timeout') throw error;
       // The same forward stored meanwhile (its first try still running here): answer for that job.
       return this.#outcomeOf(await this.#storedEarlier(job, fixedId, error), origin.signal);
     }
-    const done = outcome();
-    if (sameAccount(session, accepted)) return done;
-    // The account logged out (or another linked) while the send was accepted, its job stored after the logout
-    // canceled the account's pending sends: one waiting its turn is canceled here, its request answered as the
-    // logout answers one (docs/decisions/0074-logout-cancels-pending-sends.md); one relayed at once fails on the
-    // session logged out.
-    done.catch(() => undefined);
-    await this.#cancelPending(instance, job.id, loggedOutBeforeRelay());
-    return done;
+    if (sameAccount(session, accepted)) return outcome();
+    // The account logged out while the job was stored, after the logout canceled the account's pending sends:
+    // stored `pending` (never relayed at once from another account), it is canceled here before its wait wakes the
+    // queue, its request answered as the logout answers one (docs/decisions/0074-logout-cancels-pending-sends.md).
+    // One stored claimed before the logout fails on the session logged out.
+    const canceled = await this.#cancelPending(instance, job.id, loggedOutBeforeRelay());
+    if (canceled?.canceled) throw loggedOutBeforeRelay();
+    return outcome();
   }
 
   /** The job an earlier forward of the same request stored under `id` (the forward's fixed id), if any. */

@@ -284,7 +284,8 @@ export class SendQueue implements EventProjection {
    * relayed it in its turn, or fails it unsent (`504 timeout`) when no relay claimed it within the sync wait
    * (sync-deadline.ts), as sync-relay.ts `storeSync` says. The wait resolves with the relay's result or rejects with
    * its error (the job is then `failed`). When `signal` aborts (the client went away) the wait is withdrawn: the
-   * outcome becomes a `MessageStatus` event.
+   * outcome becomes a `MessageStatus` event. With `sameAccount` false (the account logged out, or another linked,
+   * since the send was accepted) it is stored `pending`, never relayed at once (sync-relay.ts `storeSync`).
    * @throws the store's error (nothing was relayed; store faults as `store_unavailable`,
    *   docs/decisions/0011-store-faults.md); DomainError `timeout` for a job stored claimed after its sync wait had
    *   passed (the store answered late): it is failed unsent.
@@ -293,8 +294,9 @@ export class SendQueue implements EventProjection {
     session: EngineSession,
     job: NewSendJob,
     signal?: WaitSignal,
+    sameAccount?: () => boolean,
   ): Promise<() => Promise<SentMessage>> {
-    return storeSync(this.#syncContext, session, job, signal);
+    return storeSync(this.#syncContext, session, job, signal, sameAccount);
   }
 
   /**

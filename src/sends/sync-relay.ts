@@ -82,7 +82,9 @@ function endNow(context: SyncRelayContext, instanceId: string, runner: Runner): 
  * `reclaimSendingJobs`). The wait resolves with the relay's result or rejects with its error (the job is then
  * `failed`). A job whose lost answer's write found it changed by a relay is followed in the store (sync-deadline.ts
  * `follow`). When `signal` aborts (the client went away) the wait is withdrawn: the outcome becomes a
- * `MessageStatus` event.
+ * `MessageStatus` event. With `sameAccount` false (the session's account logged out, or another linked, since the
+ * send was accepted) the job is never stored claimed: it is stored `pending`, for the caller to cancel
+ * (docs/decisions/0074-logout-cancels-pending-sends.md), never relayed at once from another account.
  * @throws the store's error (nothing was relayed; store faults as `store_unavailable`,
  *   docs/decisions/0011-store-faults.md); DomainError `timeout` for a job stored claimed after its sync wait had
  *   passed (the store answered late): it is failed unsent.
@@ -92,6 +94,7 @@ export async function storeSync(
   session: EngineSession,
   job: NewSendJob,
   signal?: WaitSignal,
+  sameAccount: () => boolean = () => true,
 ): Promise<() => Promise<SentMessage>> {
   const { deadlines } = context;
   // A queue this process never drained has no runner yet: the job waits its turn behind the first hand-back.
@@ -107,7 +110,7 @@ export async function storeSync(
   // Held before the pace is read: a login committed meanwhile hands back the `sending` jobs without this one.
   runner?.relaying.hold(job.id);
   try {
-    now = runner !== undefined && (await canRelayNow(context, job.instanceId, runner));
+    now = runner !== undefined && sameAccount() && (await canRelayNow(context, job.instanceId, runner));
     const stored = now ? claimed : job;
     const written = await context.store(stored, deadlines.lateFailure(job));
     if (written === 'failed') throw deadlines.timedOut();

@@ -14,9 +14,10 @@ import { appFor, messageRow, OWN, PEER } from './support.ts';
  * its job is stored (its content still being built: a media file fetched, say; its id following from its request,
  * under an Idempotency-Key or forwarded by another node, so no engine call sees the logout), is never relayed from
  * the account linked next (docs/decisions/0074-logout-cancels-pending-sends.md): the logout's cancel of the pending
- * sends ran before the job existed, so the acceptance cancels its own job once stored and answers `409`. Before, a
- * queued job was stored `pending` after the logout and went out from the next account to link the instance, and a
- * synchronous one waited out its sync wait. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
+ * sends ran before the job existed, so a queued send's acceptance cancels its own job once stored and answers `409`,
+ * and a synchronous one stores nothing and answers `409`. Before, a queued job was stored `pending` after the logout
+ * and went out from the next account to link the instance, and a synchronous one waited out its sync wait, or was
+ * relayed at once from the next account. Runs on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
  */
 
 const T0 = Date.parse('2026-03-02T10:00:00.000Z');
@@ -93,7 +94,7 @@ for (const dialect of testDialects()) {
       assert.equal(await messageRow(t, id), undefined, 'never relayed');
     });
 
-    it('a synchronous send waiting its turn is canceled once stored and answered as the logout answers', async () => {
+    it('a synchronous send that would wait its turn is answered as the logout answers, nothing stored', async () => {
       // The account linked now; a pace holds the send in the queue (no relay at once).
       await t.services.store.db.deleteFrom('send_jobs').where('instance_id', '=', t.instance.id).execute();
       assert.equal(
@@ -130,11 +131,54 @@ for (const dialect of testDialects()) {
         .select('status')
         .where('instance_id', '=', t.instance.id)
         .execute();
-      assert.deepEqual(
-        jobs.map((job) => job.status),
-        ['canceled'],
-      );
+      assert.deepEqual(jobs, []);
       await t.call('PUT', '/v1/session/pacing', {});
+    });
+
+    it('a synchronous send the idle queue would relay at once is not relayed from the account linked next', async () => {
+      // No pace and an idle queue: the job is stored claimed, to relay at once through the session, which another
+      // account linked meanwhile.
+      await t.services.store.db.deleteFrom('send_jobs').where('instance_id', '=', t.instance.id).execute();
+      await loginSandbox(t, OWN);
+      let building = (): void => undefined;
+      let release = (): void => undefined;
+      const built = new Promise<void>((resolve) => {
+        building = resolve;
+      });
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const content = async (): Promise<OutgoingContent> => {
+        building();
+        await released;
+        return { kind: 'text', text: 'relayed at once across the logout', linkPreview: false };
+      };
+      const origin = { forwardId: 'c0ffee00-0000-4000-8000-000000000003' };
+      const sending = t.services.app.messaging.send(t.instance, { phone: PEER }, content, origin);
+      const answered = settledFlag(sending);
+      await built;
+      assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
+      await loginSandbox(t, NEXT_OWN);
+      release();
+      await eventually('answered', () => answered(), 5_000);
+      await assert.rejects(sending, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.deepEqual([error.code, error.message], ['conflict', LOGGED_OUT_BEFORE_RELAY]);
+        return true;
+      });
+      const jobs = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select(['id', 'status'])
+        .where('instance_id', '=', t.instance.id)
+        .execute();
+      assert.deepEqual(jobs, [], 'nothing stored, nothing relayed');
+      const sent = await t.services.store.db
+        .selectFrom('messages')
+        .select('id')
+        .where('instance_id', '=', t.instance.id)
+        .where('content', 'like', '%relayed at once across the logout%')
+        .execute();
+      assert.deepEqual(sent, [], 'never relayed from the next account');
     });
   });
 }
