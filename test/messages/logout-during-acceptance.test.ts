@@ -24,6 +24,31 @@ const T0 = Date.parse('2026-03-02T10:00:00.000Z');
 /** The number linked to the instance after the logout. */
 const NEXT_OWN = '5511999990009';
 
+/**
+ * Content whose building waits: `built` resolves once the send asked for it, and it answers the text `text` once
+ * `release` is called (a media file being fetched, say).
+ */
+function heldContent(text: string): {
+  content: () => Promise<OutgoingContent>;
+  built: Promise<void>;
+  release: () => void;
+} {
+  let building = (): void => undefined;
+  let release = (): void => undefined;
+  const built = new Promise<void>((resolve) => {
+    building = resolve;
+  });
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const content = async (): Promise<OutgoingContent> => {
+    building();
+    await released;
+    return { kind: 'text', text, linkPreview: false };
+  };
+  return { content, built, release };
+}
+
 for (const dialect of testDialects()) {
   describe(`a queued send accepted across its account's logout [${dialect}]`, () => {
     let t: TestApp;
@@ -36,19 +61,7 @@ for (const dialect of testDialects()) {
     after(() => t.close());
 
     it('is canceled once stored and answered 409; nothing goes out from the next account', async () => {
-      let building = (): void => undefined;
-      let release = (): void => undefined;
-      const built = new Promise<void>((resolve) => {
-        building = resolve;
-      });
-      const released = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      const content = async (): Promise<OutgoingContent> => {
-        building();
-        await released;
-        return { kind: 'text', text: 'accepted across the logout', linkPreview: false };
-      };
+      const { content, built, release } = heldContent('accepted across the logout');
       // Under an Idempotency-Key (or forwarded by another node) the send's id follows from its request: no engine call
       // between the content and the job's store looks at the session again.
       const origin = { forwardId: 'c0ffee00-0000-4000-8000-000000000001' };
@@ -101,19 +114,7 @@ for (const dialect of testDialects()) {
         (await t.call('PUT', '/v1/session/pacing', { minIntervalMs: 600_000, jitterMs: 0 })).status,
         200,
       );
-      let building = (): void => undefined;
-      let release = (): void => undefined;
-      const built = new Promise<void>((resolve) => {
-        building = resolve;
-      });
-      const released = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      const content = async (): Promise<OutgoingContent> => {
-        building();
-        await released;
-        return { kind: 'text', text: 'waiting across the logout', linkPreview: false };
-      };
+      const { content, built, release } = heldContent('waiting across the logout');
       const origin = { forwardId: 'c0ffee00-0000-4000-8000-000000000002' };
       const sending = t.services.app.messaging.send(t.instance, { phone: PEER }, content, origin);
       const answered = settledFlag(sending);
@@ -140,19 +141,7 @@ for (const dialect of testDialects()) {
       // account linked meanwhile.
       await t.services.store.db.deleteFrom('send_jobs').where('instance_id', '=', t.instance.id).execute();
       await loginSandbox(t, OWN);
-      let building = (): void => undefined;
-      let release = (): void => undefined;
-      const built = new Promise<void>((resolve) => {
-        building = resolve;
-      });
-      const released = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      const content = async (): Promise<OutgoingContent> => {
-        building();
-        await released;
-        return { kind: 'text', text: 'relayed at once across the logout', linkPreview: false };
-      };
+      const { content, built, release } = heldContent('relayed at once across the logout');
       const origin = { forwardId: 'c0ffee00-0000-4000-8000-000000000003' };
       const sending = t.services.app.messaging.send(t.instance, { phone: PEER }, content, origin);
       const answered = settledFlag(sending);
