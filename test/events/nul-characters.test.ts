@@ -8,15 +8,31 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { Kysely } from 'kysely';
 import { adminCreateInstance } from '../../src/app/instances.ts';
 import { adminCreateOrg } from '../../src/app/organizations.ts';
+import type { Instance } from '../../src/domain/instance.ts';
 import { MessageProjection } from '../../src/events/message-projection.ts';
 import { OutboxProjection } from '../../src/events/outbox-projection.ts';
 import { EventRecorder } from '../../src/events/recorder.ts';
+import type { Database } from '../../src/store/schema.ts';
 import { capturingLogger } from '../baileys/support.ts';
 import { createTestStore, testDialects } from '../support/store.ts';
 
 const PEER = '5511988887777@s.whatsapp.net';
+
+/** An organization with a live instance named `name` in `db`, and a recorder of messages and their webhook events. */
+async function recorderFor(
+  db: Kysely<Database>,
+  name: string,
+): Promise<{ instance: Instance; recorder: EventRecorder }> {
+  const org = await adminCreateOrg(db, { name: `o${Math.random()}`, plan: 'pro' });
+  const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name });
+  const { logger } = capturingLogger();
+  const outbox = new OutboxProjection({ clock: Date.now, maxAttempts: 3, onCommitted: () => undefined });
+  const recorder = new EventRecorder(db, [new MessageProjection(Date.now), outbox], logger);
+  return { instance, recorder };
+}
 
 for (const dialect of testDialects()) {
   describe(`a platform event holding text the store cannot hold as it is [${dialect}]`, () => {
@@ -24,15 +40,7 @@ for (const dialect of testDialects()) {
       const ts = await createTestStore(dialect);
       try {
         const db = ts.store.db;
-        const org = await adminCreateOrg(db, { name: `o${Math.random()}`, plan: 'pro' });
-        const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'nul' });
-        const { logger } = capturingLogger();
-        const outbox = new OutboxProjection({
-          clock: Date.now,
-          maxAttempts: 3,
-          onCommitted: () => undefined,
-        });
-        const recorder = new EventRecorder(db, [new MessageProjection(Date.now), outbox], logger);
+        const { instance, recorder } = await recorderFor(db, 'nul');
         await recorder.record(instance.id, {
           type: 'message',
           message: {
@@ -76,15 +84,7 @@ for (const dialect of testDialects()) {
       const ts = await createTestStore(dialect);
       try {
         const db = ts.store.db;
-        const org = await adminCreateOrg(db, { name: `o${Math.random()}`, plan: 'pro' });
-        const instance = await adminCreateInstance(db, { org: org.id, env: 'live', name: 'long' });
-        const { logger } = capturingLogger();
-        const outbox = new OutboxProjection({
-          clock: Date.now,
-          maxAttempts: 3,
-          onCommitted: () => undefined,
-        });
-        const recorder = new EventRecorder(db, [new MessageProjection(Date.now), outbox], logger);
+        const { instance, recorder } = await recorderFor(db, 'long');
         await recorder.record(instance.id, {
           type: 'message',
           message: {
