@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { Kysely } from 'kysely';
 import { adminCreateInstance } from '../../src/app/instances.ts';
 import { adminCreateOrg } from '../../src/app/organizations.ts';
 import type { EngineEvent } from '../../src/domain/messages.ts';
@@ -12,6 +13,7 @@ import { MessageProjection } from '../../src/events/message-projection.ts';
 import { EventRecorder } from '../../src/events/recorder.ts';
 import { RecordLine } from '../../src/sessions/record-line.ts';
 import type { RecordRetryPolicy } from '../../src/sessions/record-retry.ts';
+import type { Database } from '../../src/store/schema.ts';
 import { capturingLogger } from '../baileys/support.ts';
 import { createTestStore, storeOutage, testDialects } from '../support/store.ts';
 
@@ -37,6 +39,31 @@ function sent(id: string): EngineEvent {
       content: { kind: 'text', text: 'hi' },
     },
   };
+}
+
+/** The peer's read receipt of message `id`. */
+function readReceipt(id: string): EngineEvent {
+  return {
+    type: 'receipt',
+    state: 'read',
+    messageIds: [id],
+    source: { chat: PEER, sender: PEER, isFromMe: false, isGroup: false },
+    timestamp: Date.now(),
+  };
+}
+
+/** The stored state of message `id` of the instance, as `{ state }`, or undefined when it is not stored. */
+function stateOf(
+  db: Kysely<Database>,
+  instanceId: string,
+  id: string,
+): Promise<{ state: string } | undefined> {
+  return db
+    .selectFrom('messages')
+    .select('state')
+    .where('instance_id', '=', instanceId)
+    .where('id', '=', id)
+    .executeTakeFirst();
 }
 
 /** Resolves when `ready` is true, checked whenever `poke` is called. */
@@ -93,25 +120,13 @@ for (const dialect of testDialects()) {
         await sixFailures.reached;
         // The peer read it: the receipt comes through the engine's incoming queue, the session's emit again. The
         // store is back at once, long before the send's next try.
-        const receipt: EngineEvent = {
-          type: 'receipt',
-          state: 'read',
-          messageIds: [id],
-          source: { chat: PEER, sender: PEER, isFromMe: false, isGroup: false },
-          timestamp: Date.now(),
-        };
+        const receipt = readReceipt(id);
         const reading = line.record(record(receipt, false), receipt);
         down = false;
         await Promise.all([sending, reading]);
 
         assert.deepEqual(applied, ['message', 'receipt'], 'recorded in the order emitted');
-        const row = await db
-          .selectFrom('messages')
-          .select('state')
-          .where('instance_id', '=', instance.id)
-          .where('id', '=', id)
-          .executeTakeFirst();
-        assert.deepEqual(row, { state: 'read' });
+        assert.deepEqual(await stateOf(db, instance.id, id), { state: 'read' });
       } finally {
         await ts.cleanup();
       }
@@ -119,13 +134,7 @@ for (const dialect of testDialects()) {
 
     it('a message and its receipt in one batch, the message failing again when tried alone: the receipt waits for it', async () => {
       const id = '3EB0LINE0000000003';
-      const receipt: EngineEvent = {
-        type: 'receipt',
-        state: 'read',
-        messageIds: [id],
-        source: { chat: PEER, sender: PEER, isFromMe: false, isGroup: false },
-        timestamp: Date.now(),
-      };
+      const receipt = readReceipt(id);
       const { logger } = capturingLogger();
       const line = new RecordLine(POLICY, logger);
       const applied: string[] = [];
@@ -153,13 +162,7 @@ for (const dialect of testDialects()) {
 
         assert.equal(failures, 2);
         assert.deepEqual(applied, ['message', 'receipt'], 'recorded in the order emitted');
-        const row = await db
-          .selectFrom('messages')
-          .select('state')
-          .where('instance_id', '=', instance.id)
-          .where('id', '=', id)
-          .executeTakeFirst();
-        assert.deepEqual(row, { state: 'read' });
+        assert.deepEqual(await stateOf(db, instance.id, id), { state: 'read' });
       } finally {
         await ts.cleanup();
       }
@@ -167,13 +170,7 @@ for (const dialect of testDialects()) {
 
     it('a message whose batch met one store failure, and the receipt queued behind it: the receipt is not applied first', async () => {
       const id = '3EB0LINE0000000002';
-      const receipt: EngineEvent = {
-        type: 'receipt',
-        state: 'read',
-        messageIds: [id],
-        source: { chat: PEER, sender: PEER, isFromMe: false, isGroup: false },
-        timestamp: Date.now(),
-      };
+      const receipt = readReceipt(id);
       const { logger } = capturingLogger();
       const line = new RecordLine(POLICY, logger);
       const applied: string[] = [];
@@ -209,13 +206,7 @@ for (const dialect of testDialects()) {
 
         assert.equal(failures, 1);
         assert.deepEqual(applied, ['message', 'receipt'], 'recorded in the order emitted');
-        const row = await db
-          .selectFrom('messages')
-          .select('state')
-          .where('instance_id', '=', instance.id)
-          .where('id', '=', id)
-          .executeTakeFirst();
-        assert.deepEqual(row, { state: 'read' });
+        assert.deepEqual(await stateOf(db, instance.id, id), { state: 'read' });
       } finally {
         await ts.cleanup();
       }
