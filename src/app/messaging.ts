@@ -278,8 +278,8 @@ export class MessagingService {
    * account linked (409 otherwise); a one-to-one recipient is checked now when the session is connected (422).
    * @throws DomainError invalid when `sendAt` is not in the future or more than 30 days ahead, and `id must name a
    *   message in this chat` (a quoted message stored in another chat); not_logged_in when the account logged out (or
-   *   another linked) while the send was accepted, its job then canceled once stored
-   *   (docs/decisions/0074-logout-cancels-pending-sends.md).
+   *   another linked) while the send was accepted: nothing stored when it was seen before the store, else its job
+   *   canceled once stored (docs/decisions/0074-logout-cancels-pending-sends.md).
    */
   async enqueue(
     instance: Instance,
@@ -304,13 +304,17 @@ export class MessagingService {
       await requireRegistered(this.#registrations, instance, session, input.phone);
     await this.#requireQuotable(instance, input);
     const job = await this.#job(instance, session, input, await content(), 'async', sendAt, fixedId);
+    // The account logged out (or another linked) while the content was built: nothing is stored, so a drain of the
+    // account linked since has nothing to claim (docs/decisions/0074-logout-cancels-pending-sends.md).
+    if (session !== undefined && state !== undefined && !sameAccount(session, state))
+      throw errors.notLoggedIn();
     try {
       await this.#queue.store(job);
     } catch (error) {
       const earlier = await this.#storedEarlier(job, fixedId, error);
       return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
     }
-    // The account logged out (or another linked) while the send was accepted: the logout canceled the account's
+    // The account logged out (or another linked) while the job was stored: the logout canceled the account's
     // pending sends before this job was stored, so it is canceled here, never relayed from the account linked next
     // (docs/decisions/0074-logout-cancels-pending-sends.md). The session's state changes before its logout is recorded,
     // so a logout whose cancel came after the store is seen here or has canceled the job itself.

@@ -60,15 +60,48 @@ for (const dialect of testDialects()) {
     });
     after(() => t.close());
 
-    it('is canceled once stored and answered 409; nothing goes out from the next account', async () => {
+    it('is answered 409 with nothing stored when another account linked while it was built', async () => {
+      const { content, built, release } = heldContent('queued across the next login');
+      const origin = { forwardId: 'c0ffee00-0000-4000-8000-000000000004' };
+      const accepting = t.services.app.messaging.enqueue(t.instance, { phone: PEER }, content, null, origin);
+      accepting.catch(() => undefined);
+      await built;
+      assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
+      await loginSandbox(t, NEXT_OWN);
+      release();
+      await assert.rejects(accepting, (error: unknown) => {
+        assert.ok(error instanceof DomainError);
+        assert.equal(error.code, 'not_logged_in');
+        return true;
+      });
+      const jobs = await t.services.store.db
+        .selectFrom('send_jobs')
+        .select('status')
+        .where('instance_id', '=', t.instance.id)
+        .execute();
+      assert.deepEqual(jobs, [], 'nothing stored for the account linked since to relay');
+      // Back to the first account for the cases below.
+      assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
+      await loginSandbox(t, OWN);
+    });
+
+    it('is canceled once stored and answered 409 when the logout came while it was stored; nothing goes out from the next account', async () => {
       const { content, built, release } = heldContent('accepted across the logout');
+      // The logout comes while the job is being stored, after the acceptance's last look at the session.
+      const queue = t.services.sendQueue;
+      const store = queue.store.bind(queue);
+      queue.store = async (job) => {
+        // Once: the queue's own method again for every later store.
+        delete (queue as { store?: unknown }).store;
+        assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
+        return store(job);
+      };
       // Under an Idempotency-Key (or forwarded by another node) the send's id follows from its request: no engine call
       // between the content and the job's store looks at the session again.
       const origin = { forwardId: 'c0ffee00-0000-4000-8000-000000000001' };
       const accepting = t.services.app.messaging.enqueue(t.instance, { phone: PEER }, content, null, origin);
       accepting.catch(() => undefined);
       await built;
-      assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
       release();
       await assert.rejects(accepting, (error: unknown) => {
         assert.ok(error instanceof DomainError);
