@@ -11,7 +11,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { KyselyPlugin } from 'kysely';
 import { userJid } from '../../src/domain/messages.ts';
 import { releaseFreedSlots } from '../../src/sends/new-chat-slots.ts';
 import { encodeSendPayload } from '../../src/sends/payload.ts';
@@ -24,7 +23,7 @@ import { countNewChatsSince, oldestNewChatSince } from '../../src/store/send-pac
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { fakeSession, testQueue, textJob } from './support.ts';
+import { fakeSession, firstReadCounter, testQueue, textJob } from './support.ts';
 
 const T0 = Date.parse('2026-06-01T08:00:00.000Z');
 const DAY = 86_400_000;
@@ -39,20 +38,8 @@ for (const dialect of testDialects()) {
     let queue: SendQueue;
     /** The relays the platform saw, in order, with the clock at each. */
     const relayed: [string, number][] = [];
-    let firstReads = 0;
-    const reading = new WeakSet<object>();
-    /** Counts the drain's reads of the instance's first pending job: what a pass does last when it claims nothing. */
-    const counting: KyselyPlugin = {
-      transformQuery({ node, queryId }) {
-        if (node.kind === 'SelectQueryNode' && JSON.stringify(node).includes('"not_before"'))
-          reading.add(queryId);
-        return node;
-      },
-      async transformResult({ result, queryId }) {
-        if (reading.has(queryId)) firstReads += 1;
-        return result;
-      },
-    };
+    /** The drain's reads of the instance's first pending job: what a pass does last when it claims nothing. */
+    const { plugin: counting, reads: firstReads } = firstReadCounter();
     // The relayed message is stored in its chat, as the recorder stores it: a send by LID whose pair is kept under
     // the phone JID (docs/decisions/0038-lid-mappings.md), under the LID while none is.
     const session = fakeSession(async (message) => {
@@ -117,9 +104,9 @@ for (const dialect of testDialects()) {
     const waiting = { status: 'pending', attempts: 0, newChat: 0, sentAt: null };
     /** Wakes the queue and resolves once its drain ended with nothing it could claim. */
     const drain = async (wake: () => unknown = () => queue.wake(t.instance.id)) => {
-      const reads = firstReads;
+      const reads = firstReads();
       await wake();
-      await eventually('the drain to end', () => firstReads > reads);
+      await eventually('the drain to end', () => firstReads() > reads);
       await new Promise((resolve) => setImmediate(resolve));
     };
     const pace = (newChatsPerDay: number | null) => () =>

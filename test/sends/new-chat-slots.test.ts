@@ -10,7 +10,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { KyselyPlugin } from 'kysely';
 import { encodeSendPayload } from '../../src/sends/payload.ts';
 import type { SendQueue } from '../../src/sends/queue.ts';
 import { claimedReleased, Runners, unreleased } from '../../src/sends/runners.ts';
@@ -19,7 +18,7 @@ import { cancelSendJob, insertSendJob } from '../../src/store/send-jobs.ts';
 import { createTestApp, type TestApp } from '../support/app.ts';
 import { eventually } from '../support/eventually.ts';
 import { testDialects } from '../support/store.ts';
-import { fakeSession, testQueue, textJob } from './support.ts';
+import { fakeSession, firstReadCounter, testQueue, textJob } from './support.ts';
 
 const T0 = Date.parse('2026-04-01T08:00:00.000Z');
 const DAY = 86_400_000;
@@ -32,20 +31,8 @@ for (const dialect of testDialects()) {
     let queue: SendQueue;
     /** The relays the platform saw, in order, with the clock at each. */
     const relayed: [string, number][] = [];
-    /** How many times a drain read the instance's first pending job: what it does last when it can claim nothing. */
-    let firstReads = 0;
-    const reading = new WeakSet<object>();
-    const counting: KyselyPlugin = {
-      transformQuery({ node, queryId }) {
-        if (node.kind === 'SelectQueryNode' && JSON.stringify(node).includes('"not_before"'))
-          reading.add(queryId);
-        return node;
-      },
-      async transformResult({ result, queryId }) {
-        if (reading.has(queryId)) firstReads += 1;
-        return result;
-      },
-    };
+    /** The drain's reads of the instance's first pending job: what a pass does last when it claims nothing. */
+    const { plugin: counting, reads: firstReads } = firstReadCounter();
     /** How many reads of the first pending job the drains had made when each send was relayed. */
     const readsAtRelay = new Map<string, number>();
     /** A message in `chat` stored at `at`, as the recorder stores a relayed one or one received. */
@@ -72,7 +59,7 @@ for (const dialect of testDialects()) {
     // that chat goes to a known chat.
     const session = fakeSession(async (message) => {
       relayed.push([message.id ?? '', t.clock()]);
-      readsAtRelay.set(message.id ?? '', firstReads);
+      readsAtRelay.set(message.id ?? '', firstReads());
       await storeMessage(message.id ?? '', message.to, true, t.clock());
       return { id: message.id ?? '', timestamp: t.clock() };
     });
@@ -108,9 +95,9 @@ for (const dialect of testDialects()) {
      * drain runs make one more pass of it.
      */
     const drain = async (passes = 1, wake: () => unknown = () => queue.wake(t.instance.id)) => {
-      const reads = firstReads;
+      const reads = firstReads();
       await wake();
-      await eventually('the drain to end', () => firstReads >= reads + passes);
+      await eventually('the drain to end', () => firstReads() >= reads + passes);
       await new Promise((resolve) => setImmediate(resolve));
     };
     /** Wakes the queue `times` at once, as its wakes from several sides at the same instant do. */
@@ -385,7 +372,7 @@ for (const dialect of testDialects()) {
       // The drain that relayed it ends (with nothing more due) before the clock moves on.
       await eventually(
         'the drain to end',
-        () => firstReads > (readsAtRelay.get('3EB0SLOT00000000000C2') ?? Number.POSITIVE_INFINITY),
+        () => firstReads() > (readsAtRelay.get('3EB0SLOT00000000000C2') ?? Number.POSITIVE_INFINITY),
       );
       assert.deepEqual(ids(1), ['3EB0SLOT00000000000C2']);
       // The slot frees: its wake, set again after the scheduled send's, relays the waiting send.

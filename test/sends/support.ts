@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, KyselyPlugin } from 'kysely';
 import pino from 'pino';
 import { ASYNC_MAX_ATTEMPTS, SYNC_MAX_ATTEMPTS } from '../../src/app/messaging.ts';
 import type { Clock } from '../../src/domain/clock.ts';
@@ -147,4 +147,26 @@ export async function untilRelayedAtOnce(
     await wait();
     return stored?.status === 'sending';
   });
+}
+
+/**
+ * Counts the drain's reads of an instance's first pending job (the statement naming `not_before`): what a pass does
+ * last when it claims nothing, so a test waits for a pass to end by this count. `plugin` goes on the queue's store
+ * handle (`db.withPlugin(plugin)`); `reads()` is the count so far.
+ */
+export function firstReadCounter(): { plugin: KyselyPlugin; reads: () => number } {
+  let count = 0;
+  const reading = new WeakSet<object>();
+  const plugin: KyselyPlugin = {
+    transformQuery({ node, queryId }) {
+      if (node.kind === 'SelectQueryNode' && JSON.stringify(node).includes('"not_before"'))
+        reading.add(queryId);
+      return node;
+    },
+    async transformResult({ result, queryId }) {
+      if (reading.has(queryId)) count += 1;
+      return result;
+    },
+  };
+  return { plugin, reads: () => count };
 }
