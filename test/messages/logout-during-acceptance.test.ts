@@ -49,6 +49,20 @@ function heldContent(text: string): {
   return { content, built, release };
 }
 
+/** A synchronous send's answer to a logout during its acceptance: `409 LOGGED_OUT_BEFORE_RELAY`. */
+function loggedOutBeforeRelay(error: unknown): true {
+  assert.ok(error instanceof DomainError);
+  assert.deepEqual([error.code, error.message], ['conflict', LOGGED_OUT_BEFORE_RELAY]);
+  return true;
+}
+
+/** A queued send's answer to a logout during its acceptance: `not_logged_in`. */
+function notLoggedIn(error: unknown): true {
+  assert.ok(error instanceof DomainError);
+  assert.equal(error.code, 'not_logged_in');
+  return true;
+}
+
 for (const dialect of testDialects()) {
   describe(`a queued send accepted across its account's logout [${dialect}]`, () => {
     let t: TestApp;
@@ -69,11 +83,7 @@ for (const dialect of testDialects()) {
       assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
       await loginSandbox(t, NEXT_OWN);
       release();
-      await assert.rejects(accepting, (error: unknown) => {
-        assert.ok(error instanceof DomainError);
-        assert.equal(error.code, 'not_logged_in');
-        return true;
-      });
+      await assert.rejects(accepting, notLoggedIn);
       const jobs = await t.services.store.db
         .selectFrom('send_jobs')
         .select('status')
@@ -103,11 +113,7 @@ for (const dialect of testDialects()) {
       accepting.catch(() => undefined);
       await built;
       release();
-      await assert.rejects(accepting, (error: unknown) => {
-        assert.ok(error instanceof DomainError);
-        assert.equal(error.code, 'not_logged_in');
-        return true;
-      });
+      await assert.rejects(accepting, notLoggedIn);
       const jobs = await t.services.store.db
         .selectFrom('send_jobs')
         .select(['id', 'status'])
@@ -155,11 +161,7 @@ for (const dialect of testDialects()) {
       assert.equal((await t.call('POST', '/v1/session/logout')).status, 200);
       release();
       await eventually('answered', () => answered(), 5_000);
-      await assert.rejects(sending, (error: unknown) => {
-        assert.ok(error instanceof DomainError);
-        assert.deepEqual([error.code, error.message], ['conflict', LOGGED_OUT_BEFORE_RELAY]);
-        return true;
-      });
+      await assert.rejects(sending, loggedOutBeforeRelay);
       const jobs = await t.services.store.db
         .selectFrom('send_jobs')
         .select('status')
@@ -183,11 +185,7 @@ for (const dialect of testDialects()) {
       await loginSandbox(t, NEXT_OWN);
       release();
       await eventually('answered', () => answered(), 5_000);
-      await assert.rejects(sending, (error: unknown) => {
-        assert.ok(error instanceof DomainError);
-        assert.deepEqual([error.code, error.message], ['conflict', LOGGED_OUT_BEFORE_RELAY]);
-        return true;
-      });
+      await assert.rejects(sending, loggedOutBeforeRelay);
       const jobs = await t.services.store.db
         .selectFrom('send_jobs')
         .select(['id', 'status'])
