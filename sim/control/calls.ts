@@ -140,11 +140,13 @@ export function registerCallRoutes(app: FastifyInstance, ctx: SimContext): void 
       const caller = ctx.accounts.require(call.from, 'phone');
       const account = ctx.accounts.require(call.to, 'to');
       const creator = phoneJid(caller.phone);
-      const sockets = sendToAccount(account, (stanzaId) =>
-        callStanza(caller, stanzaId(), {
-          tag: 'terminate',
-          attrs: { 'call-id': call.id, 'call-creator': creator },
-        }),
+      const sockets = sendToAccount(
+        account,
+        (stanzaId) =>
+          callStanza(caller, stanzaId(), {
+            tag: 'terminate',
+            attrs: { 'call-id': call.id, 'call-creator': creator },
+          }),
         KEPT,
       );
       if (call.status === 'ringing') call.status = 'terminated';
