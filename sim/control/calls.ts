@@ -5,7 +5,8 @@
  * call) when it rings, `<terminate call-id call-creator>` when the caller hangs up — sent to every open socket of
  * the account's companion devices. When a device declines, Baileys sends `<call to=<caller>><reject call-id
  * call-creator count/></call>` (rejectCall) and waits for the server's `<ack class="call">` (server/session.ts
- * answers it); the simulator then marks the call rejected and puts a `call-reject` entry in the caller's inbox.
+ * answers it); the simulator then marks the call rejected and puts a `call-reject` entry in the caller's inbox. A
+ * `<call>` stanza the client did not ack is handed over again at its next login, as a message is.
  */
 import { randomBytes } from 'node:crypto';
 import { type Static, Type } from '@sinclair/typebox';
@@ -40,6 +41,13 @@ const Call = Type.Object(
 );
 const PhoneParams = Type.Object({ phone: Phone });
 const CallParams = Type.Object({ phone: Phone, id: Type.String({ pattern: '^[0-9A-F]{32}$' }) });
+
+/**
+ * A `<call>` stanza stays with the socket until the client acks it (Baileys' handleCall acks every one): one unacked
+ * when the socket closes (`POST /control/faults` kind `lose-acks`) is handed over again, marked `offline`, at the
+ * device's next login, as the platform hands over what it kept in the device's offline queue.
+ */
+const KEPT = { keptUntilAcked: true } as const;
 
 /** The calls of every simulator, by call id (in memory only: calls do not outlive the simulator). */
 const CALLS = new WeakMap<SimContext, Map<string, SimCall>>();
@@ -107,7 +115,7 @@ export function registerCallRoutes(app: FastifyInstance, ctx: SimContext): void 
             : { tag: 'audio', attrs: { enc: 'opus', rate: '16000' } },
         ],
       };
-      const sockets = sendToAccount(account, (stanzaId) => callStanza(caller, stanzaId(), offer));
+      const sockets = sendToAccount(account, (stanzaId) => callStanza(caller, stanzaId(), offer), KEPT);
       if (sockets === 0) throw new ControlError(409, `to: account ${account.phone} has no open socket`);
       const call: SimCall = {
         id,
@@ -132,11 +140,14 @@ export function registerCallRoutes(app: FastifyInstance, ctx: SimContext): void 
       const caller = ctx.accounts.require(call.from, 'phone');
       const account = ctx.accounts.require(call.to, 'to');
       const creator = phoneJid(caller.phone);
-      const sockets = sendToAccount(account, (stanzaId) =>
-        callStanza(caller, stanzaId(), {
-          tag: 'terminate',
-          attrs: { 'call-id': call.id, 'call-creator': creator },
-        }),
+      const sockets = sendToAccount(
+        account,
+        (stanzaId) =>
+          callStanza(caller, stanzaId(), {
+            tag: 'terminate',
+            attrs: { 'call-id': call.id, 'call-creator': creator },
+          }),
+        KEPT,
       );
       if (call.status === 'ringing') call.status = 'terminated';
       return { ...call, sockets };

@@ -48,13 +48,24 @@ const Presence = Type.Object(
   { additionalProperties: false },
 );
 
-/** Sends `node` (with a fresh id per socket when `id` is not set) to every open companion socket of `to`. */
-export function sendToAccount(to: User, build: (socketStanzaId: () => string) => BinaryNode): number {
+/**
+ * Sends `node` (with a fresh id per socket when `id` is not set) to every open companion socket of `to`; returns how
+ * many sockets took it. With `keptUntilAcked` each socket keeps it until the client acks it (`DeviceSocket.sendMessage`:
+ * what is unacked when the socket closes is handed over again at the device's next login, as the platform does with a
+ * `<call>` stanza whose ack was lost); otherwise it is sent once.
+ */
+export function sendToAccount(
+  to: User,
+  build: (socketStanzaId: () => string) => BinaryNode,
+  options: { keptUntilAcked?: boolean } = {},
+): number {
   let sent = 0;
   for (const device of to.devices.values()) {
     if (device.id === 0 || !device.linked) continue;
     for (const socket of device.sockets) {
-      socket.send(build(() => socket.stanzaId()));
+      const node = build(() => socket.stanzaId());
+      if (options.keptUntilAcked === true) socket.sendMessage(node);
+      else socket.send(node);
       sent++;
     }
   }

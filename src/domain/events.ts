@@ -53,7 +53,17 @@ export type EngineEvent =
    * A voice or video call to the account rang, was missed, rejected or answered elsewhere
    * (docs/decisions/0026-chats-edits-polls-and-calls.md).
    */
-  | { type: 'call'; call: EngineCall }
+  | {
+      type: 'call';
+      call: EngineCall;
+      /**
+       * The step of the call this event reports, as `call/<call id>/offer` (it rang) or `call/<call id>/end` (its end:
+       * missed, rejected or accepted; a call ends once): a repeat of the step is left out (src/events/message-copies.ts),
+       * as `messageUpdate`'s, so a call notification the platform hands over again, even to a process started since,
+       * makes no second event. Set by the live engine; absent for the sandbox's calls.
+       */
+      platformId?: string;
+    }
   | {
       type: 'group';
       update: GroupUpdate;

@@ -9,14 +9,19 @@ import { deferWrites } from '../store/write-groups.ts';
 import type { EventProjection } from './recorder.ts';
 
 /**
- * An edit, a deletion or a poll vote (an event about a message carried by a platform message of its own), or a change
- * of a group (carried by a platform notification).
+ * An edit, a deletion or a poll vote (an event about a message carried by a platform message of its own), a change
+ * of a group (carried by a platform notification), or a step of a call (carried by a platform call notification).
  */
-type UpdateEvent = Extract<EngineEvent, { type: 'messageUpdate' | 'pollVote' | 'group' }>;
+type UpdateEvent = Extract<EngineEvent, { type: 'messageUpdate' | 'pollVote' | 'group' | 'call' }>;
 
 /** True for the events {@link UpdateEvent} names. */
 function isUpdate(event: EngineEvent): event is UpdateEvent {
-  return event.type === 'messageUpdate' || event.type === 'pollVote' || event.type === 'group';
+  return (
+    event.type === 'messageUpdate' ||
+    event.type === 'pollVote' ||
+    event.type === 'group' ||
+    event.type === 'call'
+  );
 }
 
 /** What one instance's batch in a transaction knows about its `message` and update events. */
@@ -62,8 +67,10 @@ function sameChat(stored: string | undefined, chat: string): boolean {
  * begins, or an earlier update event of the batch carried it; the id of every other one is written with the batch
  * ({@link flush}), in its transaction, so an update is recorded once, a crash between the two being impossible. A
  * change of a group comes in a platform notification, handed over again alike: its `group` event carries the
- * notification's id and its place in it as its `platformId`, and is told as an update. A reaction is a `message` of
- * its own id; a receipt is not a copy, and neither is a `history` event.
+ * notification's id and its place in it as its `platformId`, and is told as an update. So is a step of a call
+ * (`call/<call id>/offer` or `call/<call id>/end`): the live engine remembers a call's steps in memory too, but a
+ * process started since does not. A reaction is a `message` of its own id; a receipt is not a copy, and neither is a
+ * `history` event.
  *
  * It reads the stored ids in its `prepare`: one statement for the batch's `message` events that may have come before
  * (`mayRepeat`, src/domain/events.ts: delivered offline after a connect, or first delivered undecryptable), none

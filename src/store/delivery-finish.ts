@@ -38,7 +38,11 @@ export type AttemptOutcome =
   | { kind: 'failed' }
   | { kind: 'gone'; reason: string; url: string; urlSealed: string | null; runAt?: number };
 
-/** Completes this worker's attempt row (hot path: compiled once per store, src/store/compiled.ts). */
+/**
+ * Completes this worker's attempt row while it is open (hot path: compiled once per store, src/store/compiled.ts): one
+ * a claim that took the delivery over marked abandoned stays so
+ * (docs/decisions/0113-an-abandoned-attempt-stays-abandoned.md).
+ */
 const COMPLETE_ATTEMPT = compiledStatement<{
   now: number;
   statusCode: number | null;
@@ -60,7 +64,8 @@ const COMPLETE_ATTEMPT = compiledStatement<{
       response_truncated: arg('responseTruncated'),
     })
     .where('id', '=', arg('attemptId'))
-    .where('worker', '=', arg('workerId')),
+    .where('worker', '=', arg('workerId'))
+    .where('finished_at', 'is', null),
 );
 
 /** Marks a claimed delivery delivered while the claim is still this worker's (hot path, compiled). */
@@ -93,10 +98,12 @@ const MARK_DELIVERED = compiledStatement<{
 /**
  * Completes an attempt row and applies the outcome to its delivery, in one transaction (Graphile Worker's
  * `complete_job`/`fail_job`). `attempts` is not changed: the attempt was counted when it was claimed. The
- * attempt row (this worker's own) is always completed: the attempt happened. The delivery row changes only while
- * it still holds this claim (`locked_by` = `workerId` and `locked_at` = `lockedAt`): a worker releases only its
+ * attempt row (this worker's own) is completed while it is open: the attempt happened. The delivery row changes only
+ * while it still holds this claim (`locked_by` = `workerId` and `locked_at` = `lockedAt`): a worker releases only its
  * own locks, so one whose claim was taken over as stale (or released at shutdown and claimed again) cannot
- * overwrite the new owner's state.
+ * overwrite the new owner's state, nor the attempt the new claim marked abandoned: the log keeps what it said of it
+ * (docs/decisions/0113-an-abandoned-attempt-stays-abandoned.md). A record tried again after its first try committed
+ * (its answer lost) finds its attempt completed and leaves it so.
  * @returns true when the claim was still held and the outcome applied.
  * @throws RangeError when `input.now` is not a time.
  */

@@ -66,10 +66,11 @@ const STARTABLE_NEXT = `startable as (
  * docs/decisions/0081-record-statements-across-lanes.md): the writes of `deliveredInOneStatement`
  * (src/store/delivery-next.ts) for every record, with the start rule of a lane expressed in SQL. The records may
  * belong to several lanes (`lane`, a number per lane in the statement); the rule holds within each lane. Each
- * record's attempt row is completed and its delivery marked delivered while it is still this worker's claim; the
- * record's next delivery is started only when every record of its lane before it that takes part in the lane's
- * start order (`takes`) was applied and started its own, and when the next delivery is still this claim's,
- * pending, and its lane unchanged. The next deliveries that may be started are locked as they are
+ * record's attempt row is completed while it is open (one a takeover marked abandoned stays so,
+ * docs/decisions/0113-an-abandoned-attempt-stays-abandoned.md) and its delivery marked delivered while it is still
+ * this worker's claim; the record's next delivery is started only when every record of its lane before it that takes
+ * part in the lane's start order (`takes`) was applied and started its own, and when the next delivery is still this
+ * claim's, pending, and its lane unchanged. The next deliveries that may be started are locked as they are
  * read (`for update`), so a row changed by another transaction meanwhile is read again before the decision.
  * Parameters: $1 the time (epoch ms), $2 the worker, then one array per column of `input`, in its order. Run as a
  * {@link KEY_LOOKUPS} statement (docs/decisions/0086-generic-key-lookup-plans.md): parsed and planned once per
@@ -89,7 +90,7 @@ const DELIVERED_GROUP_POSTGRES = `${KEY_LOOKUPS} with input as (
     error = null, response_body = i.response_body, response_truncated = i.response_truncated
   from input i
   where a.id = i.attempt_id and a.id = any (array(select attempt_id from input))
-    and coalesce(a.worker = $2::varchar, false)
+    and coalesce(a.worker = $2::varchar and a.finished_at is null, false)
   returning a.id
 ), delivered as (
   update webhook_deliveries d set status = 'delivered', delivered_at = $1::bigint, locked_by = null,

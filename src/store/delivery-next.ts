@@ -15,7 +15,8 @@ import { toMs } from './times.ts';
 /**
  * The delivered case of {@link finishAndStartNext} on PostgreSQL as one statement: the same four writes (attempt
  * completed, delivery marked delivered, the next delivery counted and its attempt row written), each conditioned as
- * in the transaction form, in data-modifying CTEs. One statement is atomic on its own, so it takes one round trip
+ * in the transaction form (the attempt completed while open: one a takeover marked abandoned stays so,
+ * docs/decisions/0113-an-abandoned-attempt-stays-abandoned.md), in data-modifying CTEs. One statement is atomic on its own, so it takes one round trip
  * instead of six (BEGIN, four statements, COMMIT), the cost that bounds PostgreSQL's delivery rate
  * (docs/benchmarks.md). The next delivery is started only when the delivery row was still this claim's and the lane
  * unchanged (see `NextAttempt`); an attempt row already holding the next delivery's id counts as started (an
@@ -26,7 +27,7 @@ import { toMs } from './times.ts';
 const DELIVERED_POSTGRES = `with completed as (
   update webhook_attempts set finished_at = $1::bigint, status_code = $2::integer, duration_ms = $3::integer,
     error = null, response_body = $4::text, response_truncated = $5::integer
-  where id = $6::varchar and worker = $7::varchar
+  where id = $6::varchar and worker = $7::varchar and finished_at is null
   returning id
 ), delivered as (
   update webhook_deliveries set status = 'delivered', delivered_at = $1::bigint, locked_by = null, locked_at = null,

@@ -3,9 +3,9 @@ import { type RowSetWrites, rowSetInsert } from './row-sets.ts';
 import type { Database, RecordedUpdatesTable } from './schema.ts';
 
 /**
- * The platform message ids of the edits, deletions and poll votes an instance recorded, and the ids of the group
- * changes it recorded from platform notifications (`<notification id>/<index>`) (`recorded_updates`, migration
- * 0037): what tells an update the platform handed over again from a new one (src/events/message-copies.ts,
+ * The platform message ids of the edits, deletions and poll votes an instance recorded, the ids of the group
+ * changes it recorded from platform notifications (`<notification id>/<index>`) and the steps of the calls it
+ * reported (`call/<call id>/offer`, `call/<call id>/end`) (`recorded_updates`, migration 0037): what tells an update the platform handed over again from a new one (src/events/message-copies.ts,
  * docs/decisions/0024-engines-and-data-flow.md). Rows are never pruned, as message rows are not, so the answer holds
  * however old the first copy is.
  */

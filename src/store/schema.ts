@@ -416,7 +416,8 @@ export interface ChatLabelsTable {
 }
 
 /**
- * The platform message id of an edit, a deletion for everyone or a poll vote an instance recorded (migration 0037,
+ * The platform message id of an edit, a deletion for everyone or a poll vote an instance recorded, the notification id
+ * and place of a group change, or the step of a call (`call/<call id>/offer`, `call/<call id>/end`) (migration 0037,
  * docs/decisions/0024-engines-and-data-flow.md): a repeat of it is left out (src/events/message-copies.ts).
  * `created_at` epoch ms. Primary key (instance_id, id).
  */

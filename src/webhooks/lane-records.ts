@@ -321,7 +321,11 @@ export class LaneRecords {
     if (taken !== undefined) taken.own.started = result.nextStarted;
   }
 
-  /** After a record committed: calls `onAttempt`, and logs a claim taken over (`result.applied` false). */
+  /**
+   * After a record committed: calls `onAttempt`, and logs a claim taken over (`result.applied` false: the delivery
+   * was left to the claim holding it, and an attempt that claim marked abandoned kept the mark,
+   * docs/decisions/0113-an-abandoned-attempt-stays-abandoned.md).
+   */
   #report(waiting: Waiting, result: FinishResult | undefined): void {
     const { delivery, sent } = waiting.answer;
     const { onAttempt, logger } = this.#context.options;
@@ -330,7 +334,7 @@ export class LaneRecords {
       if (result !== undefined && !result.applied) {
         logger.info(
           { eventId: delivery.eventId },
-          'webhook claim was taken over before the attempt finished; its outcome was only logged',
+          'webhook claim was taken over before the attempt finished; its outcome was not applied',
         );
       }
     } catch {

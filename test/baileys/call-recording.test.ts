@@ -116,7 +116,7 @@ describe('live engine: a call status is taken as reported only once its event is
       timestamp: AT.getTime() + 5000,
     };
     assert.deepEqual(rejected, expected);
-    assert.deepEqual(h.events.at(-1), { type: 'call', call: expected });
+    assert.deepEqual(h.events.at(-1), { type: 'call', call: expected, platformId: 'call/C/end' });
     assert.deepEqual(h.rejects, ['C'], 'declined on the platform once');
     await assert.rejects(h.handler.reject(h.sock, 'C'), {
       code: 'conflict',

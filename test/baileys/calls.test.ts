@@ -100,6 +100,7 @@ describe('live engine: calls (Baileys call events → Call events, automatic rej
         isGroup: false,
         timestamp: AT.getTime(),
       },
+      platformId: 'call/A/offer',
     });
     assert.deepEqual(h.rejects, []);
   });
@@ -113,6 +114,24 @@ describe('live engine: calls (Baileys call events → Call events, automatic rej
       ['C', 'rejected', true],
     ]);
     assert.deepEqual(h.sends, [{ to: CALLER, content: { kind: 'text', text: 'Busy', linkPreview: false } }]);
+  });
+
+  it('a call ends once: no end or offer after its end; each event carries its step as platformId', async () => {
+    const h = harness({ reject: false, message: null });
+    await h.handler.handle(h.sock, [
+      h.call('J', 'offer'),
+      h.call('J', 'accept'),
+      h.call('J', 'reject'),
+      h.call('J', 'offer', { offline: true }),
+      h.call('J', 'terminate'),
+    ]);
+    assert.deepEqual(
+      h.events.map((e) => (e.type === 'call' ? [e.call.status, e.platformId] : [])),
+      [
+        ['offer', 'call/J/offer'],
+        ['accepted', 'call/J/end'],
+      ],
+    );
   });
 
   it('does not reject group calls or offers delivered while offline', async () => {

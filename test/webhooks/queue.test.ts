@@ -219,12 +219,12 @@ for (const dialect of testDialects()) {
       const first = entries.find((e: any) => e.sequence === 1);
       assert.equal(first.status, 'delivered');
       assert.deepEqual(
-        first.attempts.map((a: any) => [a.number, a.statusCode]),
+        first.attempts.map((a: any) => [a.number, a.statusCode, a.error]),
         [
-          [1, 500],
-          [2, 200],
+          [1, null, ABANDONED],
+          [2, 200, null],
         ],
-        'the late attempt is still logged',
+        'the late record leaves the attempt the takeover marked abandoned (docs/decisions/0113-an-abandoned-attempt-stays-abandoned.md)',
       );
       const rows = await db()
         .selectFrom('webhook_attempts')

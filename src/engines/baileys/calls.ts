@@ -35,6 +35,31 @@ export function callStatusOf(status: WACallUpdateType): CallStatus | null {
   }
 }
 
+/**
+ * Longest call id whose events carry their step as `platformId` (with `call/` and `/offer` it fits
+ * `recorded_updates.id`, 128 characters); a longer one, which the platform does not send, is recorded without it.
+ */
+const MAX_CALL_ID = 100;
+
+/**
+ * The step of a call status `status`: a call rings (`offer`) and ends once (`end`: `missed`, `rejected` or
+ * `accepted`, whichever is reported first).
+ */
+function stepOf(status: CallStatus): 'offer' | 'end' {
+  return status === 'offer' ? 'offer' : 'end';
+}
+
+/**
+ * Engine event `call` carrying its step as `platformId` (`call/<id>/offer` or `call/<id>/end`), so that the recorder
+ * leaves out a step already recorded (src/events/message-copies.ts, docs/decisions/0024-engines-and-data-flow.md):
+ * the platform hands a call notification over again, its acknowledgement lost, maybe to a process started since that
+ * does not remember the call. Without one for a call id longer than {@link MAX_CALL_ID}. Pure.
+ */
+export function callEventOf(call: EngineCall): Extract<EngineEvent, { type: 'call' }> {
+  if (call.id.length > MAX_CALL_ID) return { type: 'call', call };
+  return { type: 'call', call, platformId: `call/${call.id}/${stepOf(call.status)}` };
+}
+
 /** What {@link CallHandler} needs from the session. */
 export interface CallHandlerDeps {
   context: EngineSessionContext;
@@ -50,10 +75,13 @@ const REMEMBERED_CALLS = 1_000;
 
 /**
  * Turns one session's Baileys call events into `call` events in arrival order, and applies the automatic reject.
- * Remembers the last status of recent calls (at most {@link REMEMBERED_CALLS}) so that the `terminate` ending an
- * answered or rejected call is not reported as missed, and the call's event while the store has not taken it: a
- * status is reported once its event is recorded (docs/decisions/0024-engines-and-data-flow.md), so the platform's
- * next report of a status whose recording failed records it, and a reject made again records its event.
+ * A call rings (`offer`) and ends once (`missed`, `rejected` or `accepted`): remembers the last status of recent calls
+ * (at most {@link REMEMBERED_CALLS}) so that the `terminate` ending an answered or rejected call is not reported as
+ * missed, nor an end or an offer after its end, and the call's event while the store has not taken it: a status is
+ * reported once its event is recorded (docs/decisions/0024-engines-and-data-flow.md), so the platform's next report of
+ * a status whose recording failed records it, and a reject made again records its event. What it remembers is lost
+ * with the process: each event carries its step ({@link callEventOf}), which the recorder keeps, so a step the
+ * platform hands over again to a process started since is left out there.
  */
 export class CallHandler {
   readonly #deps: CallHandlerDeps;
@@ -88,8 +116,10 @@ export class CallHandler {
     const status = callStatusOf(call.status);
     if (status === null) return;
     const previous = this.#last.get(call.id);
-    if (status === 'missed' && (previous === 'accepted' || previous === 'rejected')) return;
-    if (previous === status && !this.#unrecorded.has(call.id)) return;
+    if (previous !== undefined && previous !== 'offer') {
+      // Ended: only the end whose event was not recorded is reported again.
+      if (status !== previous || !this.#unrecorded.has(call.id)) return;
+    } else if (previous === status && !this.#unrecorded.has(call.id)) return;
     this.#remember(call.id, status);
     const { context, resolver } = this.#deps;
     const from = (await resolver.resolve(call.from, call.callerPn)).jid;
@@ -105,7 +135,7 @@ export class CallHandler {
     };
     if (status === 'offer') this.#ringing.set(call.id, { from: call.from, call: base });
     const reported: EngineCall = { ...base, status };
-    if (!(await this.#deps.record({ type: 'call', call: reported }))) this.#unreported(reported);
+    if (!(await this.#deps.record(callEventOf(reported)))) this.#unreported(reported);
     if (status !== 'offer' || call.isGroup || call.offline) return;
     const settings: CallSettings = (await context.callSettings?.()) ?? { reject: false, message: null };
     if (!settings.reject) return;
@@ -119,7 +149,7 @@ export class CallHandler {
       autoRejected: true,
       timestamp: context.clock(),
     };
-    if (!(await this.#deps.record({ type: 'call', call: rejected }))) this.#unreported(rejected);
+    if (!(await this.#deps.record(callEventOf(rejected)))) this.#unreported(rejected);
     if (settings.message !== null) {
       await this.#deps.send(sock, {
         to: from,
@@ -159,7 +189,7 @@ export class CallHandler {
   async #recordRejected(call: EngineCall): Promise<EngineCall> {
     if (this.#unrecorded.get(call.id) === call) this.#unrecorded.delete(call.id);
     try {
-      await this.#deps.context.emit({ type: 'call', call });
+      await this.#deps.context.emit(callEventOf(call));
     } catch (error) {
       this.#unreported(call);
       throw error;
