@@ -1,0 +1,82 @@
+import { errors } from './errors.ts';
+
+/**
+ * The rules a contact card and a poll meet before they are sent (docs/decisions/0017-messages-and-media.md,
+ * docs/decisions/0026-chats-edits-polls-and-calls.md), whether a caller wrote them (`/send/contact`, `/send/poll`) or a
+ * forward sends a stored message again (docs/decisions/0041-forward-calls-channels.md).
+ */
+
+/** Most options a WhatsApp poll may have. */
+export const MAX_POLL_OPTIONS = 12;
+
+/**
+ * The logical lines of a vCard: its physical lines (CRLF, LF or CR) with folded ones joined (RFC 6350 §3.2: a line
+ * that starts with a space or a tab continues the one before it, that first character dropped). A leading byte order
+ * mark is dropped; the lines are trimmed at their end.
+ */
+function logicalLines(vcard: string): string[] {
+  const lines: string[] = [];
+  for (const physical of vcard.replace(/^\uFEFF/, '').split(/\r\n|\r|\n/)) {
+    const last = lines.length - 1;
+    if ((physical.startsWith(' ') || physical.startsWith('\t')) && last >= 0) {
+      lines[last] = `${lines[last] ?? ''}${physical.slice(1)}`;
+    } else lines.push(physical);
+  }
+  return lines.map((line) => line.trimEnd());
+}
+
+/**
+ * Checks a vCard holds one card with the lines docs/decisions/0017-messages-and-media.md requires: it begins with
+ * BEGIN:VCARD and ends with END:VCARD (blank lines around them aside), holds no other BEGIN or END, and has FN, N and
+ * TEL lines (property names may carry a group prefix such as `item1.TEL` and parameters such as `TEL;type=CELL`). A
+ * folded line (RFC 6350 §3.2) belongs to the property before it: ` TEL:…` under a NOTE is part of the note, not a
+ * number, so a card whose only TEL is folded into another line has none.
+ * @throws DomainError invalid naming the first broken rule: `<field> must contain the line BEGIN:VCARD`, `… the line
+ *   END:VCARD`, `<field> must begin with the line BEGIN:VCARD`, `<field> must end with the line END:VCARD`,
+ *   `<field> must hold one card: one BEGIN:VCARD and one END:VCARD`, `<field> must contain an FN line`, `… an N line`,
+ *   `… a TEL line`.
+ */
+export function checkVcard(vcard: string, field = 'vcard'): void {
+  const lines = logicalLines(vcard).filter((line) => line.trim() !== '');
+  const isBegin = (line: string) => /^BEGIN:VCARD$/i.test(line.trim());
+  const isEnd = (line: string) => /^END:VCARD$/i.test(line.trim());
+  if (!lines.some(isBegin)) throw errors.badRequest(`${field} must contain the line BEGIN:VCARD`);
+  if (!lines.some(isEnd)) throw errors.badRequest(`${field} must contain the line END:VCARD`);
+  if (!isBegin(lines[0] ?? '')) throw errors.badRequest(`${field} must begin with the line BEGIN:VCARD`);
+  if (!isEnd(lines.at(-1) ?? '')) throw errors.badRequest(`${field} must end with the line END:VCARD`);
+  const inner = lines.slice(1, -1);
+  if (inner.some((line) => isBegin(line) || isEnd(line))) {
+    throw errors.badRequest(`${field} must hold one card: one BEGIN:VCARD and one END:VCARD`);
+  }
+  const has = (property: string) =>
+    inner.some((line) => new RegExp(`^(?:[A-Za-z0-9-]+\\.)?${property}[;:]`, 'i').test(line));
+  const required: [string, string][] = [
+    ['FN', 'an FN line'],
+    ['N', 'an N line'],
+    ['TEL', 'a TEL line'],
+  ];
+  for (const [property, line] of required) {
+    if (!has(property)) throw errors.badRequest(`${field} must contain ${line}`);
+  }
+}
+
+/**
+ * Checks a poll's options beyond their count and lengths (docs/decisions/0026-chats-edits-polls-and-calls.md): none
+ * blank, each name once (a vote names an option by the SHA-256 of its name, so two alike could not be told apart),
+ * and `selectableCount` at most the number of options.
+ * @throws DomainError invalid `options must not be blank`, `options must be unique (Monday appears twice)`,
+ *   `selectableCount must be 0 (any) or 1 to 3 (the number of options)`.
+ */
+export function checkPoll(options: readonly string[], selectableCount: number): void {
+  const seen = new Set<string>();
+  for (const option of options) {
+    if (option.trim() === '') throw errors.badRequest('options must not be blank');
+    if (seen.has(option)) throw errors.badRequest(`options must be unique (${option} appears twice)`);
+    seen.add(option);
+  }
+  if (selectableCount > options.length) {
+    throw errors.badRequest(
+      `selectableCount must be 0 (any) or 1 to ${options.length} (the number of options)`,
+    );
+  }
+}
