@@ -80,3 +80,88 @@ export function checkPoll(options: readonly string[], selectableCount: number): 
     );
   }
 }
+
+/** Longest poll question, characters (docs/decisions/0026-chats-edits-polls-and-calls.md). */
+export const MAX_POLL_NAME = 255;
+/** Longest poll option name, characters (docs/decisions/0026-chats-edits-polls-and-calls.md). */
+export const MAX_POLL_OPTION = 100;
+/** Longest text `body` or caption, characters (docs/decisions/0017-messages-and-media.md). */
+export const MAX_TEXT_LENGTH = 65_536;
+/** Longest contact display name, location name and location address, characters (`/send/contact`, `/send/location`). */
+const MAX_CONTACT_NAME = 256;
+const MAX_LOCATION_NAME = 256;
+const MAX_LOCATION_ADDRESS = 1024;
+
+/** Characters of `text` as the request schemas count them: code points. */
+const lengthOf = (text: string): number => [...text].length;
+
+/**
+ * Checks content parley rebuilds from a stored message to send again (a forward,
+ * docs/decisions/0041-forward-calls-channels.md) by the rules a send of its kind meets, which a received message was
+ * never held to: its sender's app, or anyone speaking the platform's protocol, wrote it
+ * (docs/decisions/0017-messages-and-media.md, docs/decisions/0026-chats-edits-polls-and-calls.md). A text or caption
+ * of at most 65,536 characters, a text not empty; a location with both coordinates in range (a missing one is not
+ * made 0); a contact card per {@link checkVcard}, its name at most 256 characters; a poll's question 1 to 255
+ * characters and 2 to 12 options of 1 to 100 characters per {@link checkPoll}. Media files are checked from their
+ * bytes elsewhere (src/media/prepare.ts `checkStoredMedia`).
+ * @param content the stored content's fields (`text`: the text, caption or poll question).
+ * @throws DomainError invalid naming the send's field and the rule, e.g. `options must be unique (Mon appears
+ *   twice)`, `latitude must be a number from -90 to 90`, `vcard must contain a TEL line`.
+ */
+export function checkResend(content: {
+  kind: string;
+  text?: string | undefined;
+  latitude?: number | undefined;
+  longitude?: number | undefined;
+  name?: string | undefined;
+  address?: string | undefined;
+  vcard?: string | undefined;
+  poll?: { options: readonly string[]; selectableCount: number } | undefined;
+}): void {
+  const text = content.text ?? '';
+  switch (content.kind) {
+    case 'text':
+      if (text === '') throw errors.badRequest('body must not be empty');
+      if (lengthOf(text) > MAX_TEXT_LENGTH) throw errors.badRequest('body must be at most 65,536 characters');
+      return;
+    case 'location': {
+      const { latitude, longitude } = content;
+      if (latitude === undefined || !(latitude >= -90 && latitude <= 90)) {
+        throw errors.badRequest('latitude must be a number from -90 to 90');
+      }
+      if (longitude === undefined || !(longitude >= -180 && longitude <= 180)) {
+        throw errors.badRequest('longitude must be a number from -180 to 180');
+      }
+      if (lengthOf(content.name ?? '') > MAX_LOCATION_NAME) {
+        throw errors.badRequest(`name must be at most ${MAX_LOCATION_NAME} characters`);
+      }
+      if (lengthOf(content.address ?? '') > MAX_LOCATION_ADDRESS) {
+        throw errors.badRequest('address must be at most 1,024 characters');
+      }
+      return;
+    }
+    case 'contact':
+      if (lengthOf(content.name ?? '') > MAX_CONTACT_NAME) {
+        throw errors.badRequest(`name must be at most ${MAX_CONTACT_NAME} characters`);
+      }
+      checkVcard(content.vcard ?? '');
+      return;
+    case 'poll': {
+      const options = content.poll?.options ?? [];
+      if (text === '' || lengthOf(text) > MAX_POLL_NAME) {
+        throw errors.badRequest(`name must be 1 to ${MAX_POLL_NAME} characters`);
+      }
+      if (options.length < 2 || options.length > MAX_POLL_OPTIONS) {
+        throw errors.badRequest(`options must have 2 to ${MAX_POLL_OPTIONS} items`);
+      }
+      if (options.some((option) => lengthOf(option) > MAX_POLL_OPTION)) {
+        throw errors.badRequest(`options must be 1 to ${MAX_POLL_OPTION} characters`);
+      }
+      checkPoll(options, content.poll?.selectableCount ?? 0);
+      return;
+    }
+    default:
+      if (lengthOf(text) > MAX_TEXT_LENGTH)
+        throw errors.badRequest('caption must be at most 65,536 characters');
+  }
+}
