@@ -61,13 +61,14 @@ export function checkVcard(vcard: string, field = 'vcard'): void {
 }
 
 /**
- * Checks a poll's options beyond their count and lengths (docs/decisions/0026-chats-edits-polls-and-calls.md): none
- * blank, each name once (a vote names an option by the SHA-256 of its name, so two alike could not be told apart),
- * and `selectableCount` at most the number of options.
- * @throws DomainError invalid `options must not be blank`, `options must be unique (Monday appears twice)`,
- *   `selectableCount must be 0 (any) or 1 to 3 (the number of options)`.
+ * Checks a poll beyond its count and lengths (docs/decisions/0026-chats-edits-polls-and-calls.md): its question
+ * `name` not blank, as no option may be (the poll would show none), each option name once (a vote names an option by
+ * the SHA-256 of its name, so two alike could not be told apart), and `selectableCount` at most the number of options.
+ * @throws DomainError invalid `name must not be blank`, `options must not be blank`, `options must be unique (Monday
+ *   appears twice)`, `selectableCount must be 0 (any) or 1 to 3 (the number of options)`.
  */
-export function checkPoll(options: readonly string[], selectableCount: number): void {
+export function checkPoll(name: string, options: readonly string[], selectableCount: number): void {
+  if (name.trim() === '') throw errors.badRequest('name must not be blank');
   const seen = new Set<string>();
   for (const option of options) {
     if (option.trim() === '') throw errors.badRequest('options must not be blank');
@@ -157,7 +158,7 @@ export function checkResend(content: {
       if (options.some((option) => lengthOf(option) > MAX_POLL_OPTION)) {
         throw errors.badRequest(`options must be 1 to ${MAX_POLL_OPTION} characters`);
       }
-      checkPoll(options, content.poll?.selectableCount ?? 0);
+      checkPoll(text, options, content.poll?.selectableCount ?? 0);
       return;
     }
     default:

@@ -168,7 +168,7 @@ export async function messageUpdateRoutes(fastify: FastifyInstance): Promise<voi
     async (request, reply) => {
       const { name, options } = request.body;
       const selectableCount = request.body.selectableCount ?? 0;
-      checkPoll(options, selectableCount);
+      checkPoll(name, options, selectableCount);
       return sendMessage(
         services,
         request,
