@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
-import { errors } from '../domain/errors.ts';
+import { checkResend } from '../domain/content-rules.ts';
+import { DomainError, errors } from '../domain/errors.ts';
 import type { Instance } from '../domain/instance.ts';
 import type { OutgoingContent } from '../domain/messages.ts';
 import { MEDIA_RULES, type MediaKind } from '../media/kinds.ts';
@@ -41,7 +42,9 @@ export class ForwardService {
 
   /**
    * The content and forwarding score of forwarding stored message `messageId` of `instance`.
-   * @throws DomainError not_found `message not found`; invalid `message <id> cannot be forwarded (it is a|an <kind>
+   * @throws DomainError not_found `message not found`; invalid `message <id> cannot be forwarded: <rule>` for content
+   *   that breaks the send rules of its kind (src/domain/content-rules.ts `checkResend`: a poll's options, a contact's
+   *   vCard, a location's coordinates, a text's length), `message <id> cannot be forwarded (it is a|an <kind>
    *   message)` for reactions, interactive replies (docs/decisions/0110-interactive-replies.md: parley cannot send
    *   the platform message they are) and messages parley does not understand, `message <id> was deleted`. The content
    *   builder throws what `MediaService.open` throws (not_found when the file cannot be fetched again, e.g. media
@@ -59,6 +62,12 @@ export class ForwardService {
       throw errors.badRequest(
         `message ${messageId} cannot be forwarded (it is ${article} ${content.kind} message)`,
       );
+    }
+    try {
+      checkResend(content);
+    } catch (error) {
+      if (!(error instanceof DomainError)) throw error;
+      throw errors.badRequest(`message ${messageId} cannot be forwarded: ${error.message}`);
     }
     const score = (content.forwardingScore ?? 0) + (message.source.isFromMe ? 0 : 1);
     return {

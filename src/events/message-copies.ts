@@ -89,7 +89,8 @@ function sameChat(stored: string | undefined, chat: string): boolean {
  * {@link isCopy} or {@link isLeftOut} (the recorder applies each event over the projections in the order they were
  * added); one that asks out of turn gets false, as if there were no copies. The message projection tells it of an
  * update the message store refused ({@link refuse}: an edit or deletion its message's sender did not make,
- * src/domain/messages.ts `updateMayChange`), which is left out too, and logged once committed.
+ * src/domain/messages.ts `updateMayChange`, or a poll vote from another chat than its poll's, src/store/messages.ts
+ * `voteMayCount`), which is left out too, and logged once committed.
  */
 export class MessageCopies implements EventProjection {
   readonly name = 'message-copies';
@@ -218,6 +219,8 @@ export class MessageCopies implements EventProjection {
       platformId: isUpdate(event) ? event.platformId : undefined,
     };
     if (why === 'copy') this.#logger?.debug(fields, 'an update the platform handed over again; left out');
+    else if (event.type === 'pollVote')
+      this.#logger?.warn(fields, 'a poll vote that came in another chat than its poll; dropped');
     else
       this.#logger?.warn(
         fields,

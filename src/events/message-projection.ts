@@ -14,6 +14,7 @@ import {
   type NewMessage,
   type PeerSighting,
   touchPeersWrites,
+  voteMayCount,
 } from '../store/messages.ts';
 import type { Database } from '../store/schema.ts';
 import { deferWrites, runWriteGroup, type TableWrites } from '../store/write-groups.ts';
@@ -40,6 +41,8 @@ import type { EventProjection } from './recorder.ts';
  *   and is told to `copies` (`MessageCopies.refuse`), so it makes no webhook event either; a group deletion whose
  *   sender's role the engine could not read (`unverified`) changes nothing either, but its event is made
  *   (docs/decisions/0106-unverified-group-deletions.md);
+ * - `pollVote`: changes nothing stored; a vote that came in another chat than its poll's (src/store/messages.ts
+ *   `voteMayCount`) is told to `copies` as refused, so it makes no webhook event, as a phone ignores it;
  * - `lid-mapping`: the messages kept under the LID chat of a pair, stored or buffered, move to its phone JID, the
  *   LID as a sender (a group member) is renamed to it, and the user becomes a peer under it with the name its
  *   messages carried (src/store/lid-moves.ts `moveLidChatMessages`).
@@ -135,6 +138,12 @@ export class MessageProjection implements EventProjection {
         await this.#writeNow(trx, instanceId);
         const outcome = await applyMessageUpdate(trx, instanceId, event.update);
         if (outcome === 'refused') this.#copies?.refuse(trx, event);
+        return;
+      }
+      case 'pollVote': {
+        if (this.#copies?.isCopy(trx, event)) return;
+        await this.#writeNow(trx, instanceId);
+        if (!(await voteMayCount(trx, instanceId, event.vote))) this.#copies?.refuse(trx, event);
         return;
       }
       case 'lid-mapping':

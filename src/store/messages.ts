@@ -8,6 +8,7 @@ import {
   type MessageKind,
   type MessageSource,
   type MessageUpdate,
+  type PollVote,
   updateMayChange,
 } from '../domain/messages.ts';
 import { extended } from '../domain/objects.ts';
@@ -387,6 +388,31 @@ export async function applyMessageUpdate(
     return extended(rest, { deletedAt: update.timestamp });
   });
   return changed ? 'changed' : 'not-stored';
+}
+
+/**
+ * Whether a vote on poll `vote.pollId` counts (docs/decisions/0026-chats-edits-polls-and-calls.md): it came in the
+ * chat of the poll. The platform relays a `pollUpdateMessage` naming any poll, in any chat, and anyone holding the
+ * poll's secret can encrypt a vote the live engine decrypts (a group member, who may have left since, voting from a
+ * chat of their own); a phone looks the poll up in the chat the vote came in, so such a vote changes nothing there. A
+ * LID and the phone JID of its kept pair are one chat (docs/decisions/0038-lid-mappings.md), and a LID without a
+ * kept pair is taken for any chat (it cannot be compared). A poll parley never stored cannot be judged: its vote
+ * counts, as before.
+ * @throws the store's error.
+ */
+export async function voteMayCount(
+  db: Kysely<Database>,
+  instanceId: string,
+  vote: PollVote,
+): Promise<boolean> {
+  const poll = await findStoredMessage(db, instanceId, vote.pollId);
+  if (!poll) return true;
+  if (poll.source.chat === vote.source.chat) return true;
+  const kept = await keptPhoneJids(db, instanceId, [poll.source.chat, vote.source.chat]);
+  const [pollChat, voteChat] = [poll.source.chat, vote.source.chat].map((jid) => kept.get(jid) ?? jid);
+  // A LID no kept pair names cannot be compared with a phone JID: taken for the same chat, as a message's copies are
+  // (src/events/message-copies.ts `sameChat`).
+  return pollChat === voteChat || Boolean(pollChat?.endsWith('@lid') || voteChat?.endsWith('@lid'));
 }
 
 /** `source` with each JID `kept` maps (a LID with a kept pair) named by its phone JID. */

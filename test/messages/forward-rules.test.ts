@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
-import type { OutgoingMessage } from '../../src/domain/messages.ts';
+import type { MessageContent, OutgoingMessage } from '../../src/domain/messages.ts';
 import { loginSandbox, type TestApp } from '../support/app.ts';
 import { pixelFramesGif } from '../support/gif.ts';
 import { testDialects } from '../support/store.ts';
@@ -120,6 +120,80 @@ for (const dialect of testDialects()) {
         assert.equal(text.content.media.mimetype, 'text/plain');
         assert.equal(text.content.fileName, 'notes.txt');
       } else assert.fail(`a document: ${text?.content.kind}`);
+    });
+
+    it('a received poll, contact card or location meets the send rules of its kind; nothing is stored', async () => {
+      /** A message of `PEER` with `content`, recorded as the live engine records one it received; its id. */
+      let n = 0;
+      const receivedContent = async (content: MessageContent) => {
+        n += 1;
+        const id = `RULES${n}`;
+        await t.services.recorder.record(t.instance.id, {
+          type: 'message',
+          message: {
+            id,
+            source: {
+              chat: `${PEER}@s.whatsapp.net`,
+              sender: `${PEER}@s.whatsapp.net`,
+              isFromMe: false,
+              isGroup: false,
+            },
+            pushName: 'Peer',
+            timestamp: t.clock(),
+            content,
+          },
+        });
+        return id;
+      };
+      const poll = (options: string[], selectableCount = 0, text = 'Day?'): MessageContent => ({
+        kind: 'poll',
+        text,
+        poll: { options, selectableCount },
+      });
+      const jobs = async () =>
+        (
+          await t.services.store.db
+            .selectFrom('send_jobs')
+            .select('id')
+            .where('instance_id', '=', t.instance.id)
+            .execute()
+        ).length;
+      const before = sent.length;
+      const jobsBefore = await jobs();
+      const cases: [MessageContent, string][] = [
+        [poll(['Mon', 'Mon']), 'options must be unique (Mon appears twice)'],
+        [poll(['Mon']), 'options must have 2 to 12 items'],
+        [poll(Array.from({ length: 13 }, (_, i) => `Day ${i}`)), 'options must have 2 to 12 items'],
+        [poll(['Mon', '']), 'options must not be blank'],
+        [poll(['Mon', 'x'.repeat(101)]), 'options must be 1 to 100 characters'],
+        [poll(['Mon', 'Tue'], 3), 'selectableCount must be 0 (any) or 1 to 2 (the number of options)'],
+        [poll(['Mon', 'Tue'], 0, ''), 'name must be 1 to 255 characters'],
+        [{ kind: 'contact', name: 'Ana' }, 'vcard must contain the line BEGIN:VCARD'],
+        [
+          { kind: 'contact', name: 'Ana', vcard: 'BEGIN:VCARD\nFN:Ana\nN:Ana;;;;\nEND:VCARD' },
+          'vcard must contain a TEL line',
+        ],
+        [{ kind: 'location', name: 'Somewhere' }, 'latitude must be a number from -90 to 90'],
+        [{ kind: 'location', latitude: 10, longitude: 200 }, 'longitude must be a number from -180 to 180'],
+      ];
+      for (const [content, rule] of cases) {
+        const id = await receivedContent(content);
+        assert.deepEqual(
+          (await forward(id)).body,
+          bad(400, `message ${id} cannot be forwarded: ${rule}`),
+          rule,
+        );
+      }
+      assert.equal(sent.length, before, 'nothing reached the engine');
+      assert.equal(await jobs(), jobsBefore, 'no send job stored');
+      const good = await receivedContent(poll(['Mon', 'Tue'], 1));
+      assert.equal((await forward(good)).status, 200);
+      assert.deepEqual(sent.at(-1)?.content, {
+        kind: 'poll',
+        name: 'Day?',
+        options: ['Mon', 'Tue'],
+        selectableCount: 1,
+      });
     });
   });
 }

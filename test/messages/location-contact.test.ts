@@ -163,5 +163,36 @@ for (const dialect of testDialects()) {
         bad(400, 'vcard is required'),
       );
     });
+
+    it('contact: a folded line is not a property, and the vCard is one card from BEGIN:VCARD to END:VCARD', async () => {
+      const send = (vcard: string) =>
+        t.call('POST', '/v1/messages/send/contact', { phone: PEER, name: 'Ana', vcard });
+      const lines = VCARD.split('\n');
+      // RFC 6350 §3.2: a line starting with a space or a tab continues the one before it.
+      const foldedTel = lines
+        .map((line) => (line.startsWith('item1.TEL') ? `NOTE:call\n ${line}` : line))
+        .join('\n');
+      assert.deepEqual((await send(foldedTel)).body, bad(400, 'vcard must contain a TEL line'), 'folded TEL');
+      const foldedN = VCARD.replace('N:Souza;Ana;;;', 'NOTE:x\n\tN:Souza;Ana;;;');
+      assert.deepEqual((await send(foldedN)).body, bad(400, 'vcard must contain an N line'), 'folded N');
+      const folded = VCARD.replace('FN:Ana Souza', 'FN:Ana\r\n  Souza');
+      assert.equal((await send(folded)).status, 200, 'a folded FN is still an FN line');
+      const reversed = ['END:VCARD', ...lines.slice(1, -1), 'BEGIN:VCARD'].join('\n');
+      assert.deepEqual((await send(reversed)).body, bad(400, 'vcard must begin with the line BEGIN:VCARD'));
+      assert.deepEqual(
+        (await send(`NOTE:x\n${VCARD}`)).body,
+        bad(400, 'vcard must begin with the line BEGIN:VCARD'),
+      );
+      assert.deepEqual(
+        (await send(`${VCARD}\nTEL:+5511977776666`)).body,
+        bad(400, 'vcard must end with the line END:VCARD'),
+      );
+      const two = `${VCARD}\n${VCARD}`;
+      assert.deepEqual(
+        (await send(two)).body,
+        bad(400, 'vcard must hold one card: one BEGIN:VCARD and one END:VCARD'),
+      );
+      assert.equal((await send(`\n${VCARD}\n\n`)).status, 200, 'blank lines around the card');
+    });
   });
 }

@@ -222,6 +222,11 @@ for (const dialect of testDialects()) {
         bad(400, 'selectableCount must be 0 (any) or 1 to 2 (the number of options)'),
       );
       assert.deepEqual((await poll({ options: ['a', ''] })).body.error.code, 400);
+      // A blank question is refused as a blank option is: the poll would show no question.
+      assert.deepEqual(
+        (await poll({ name: ' \t ', options: ['a', 'b'] })).body,
+        bad(400, 'name must not be blank'),
+      );
     });
 
     it('a simulated user votes: PollVote events with the voter and the option names; bad votes refused', async () => {

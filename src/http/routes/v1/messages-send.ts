@@ -110,27 +110,6 @@ export function checkMentions(
   }
 }
 
-/**
- * Checks a vCard has the lines docs/decisions/0017-messages-and-media.md requires: BEGIN:VCARD, FN, N, TEL, END:VCARD
- * (property names may carry a group prefix such as `item1.TEL` and parameters such as `TEL;type=CELL`).
- * @throws DomainError invalid naming the first missing line, e.g. `vcard must contain a TEL line`.
- */
-export function checkVcard(vcard: string, field = 'vcard'): void {
-  const lines = vcard.split(/\r\n|\r|\n/).map((line) => line.trim());
-  const has = (property: string) =>
-    lines.some((line) => new RegExp(`^(?:[A-Za-z0-9-]+\\.)?${property}[;:]`, 'i').test(line));
-  const required: [boolean, string][] = [
-    [lines.some((l) => /^BEGIN:VCARD$/i.test(l)), 'the line BEGIN:VCARD'],
-    [has('FN'), 'an FN line'],
-    [has('N'), 'an N line'],
-    [has('TEL'), 'a TEL line'],
-    [lines.some((l) => /^END:VCARD$/i.test(l)), 'the line END:VCARD'],
-  ];
-  for (const [present, line] of required) {
-    if (!present) throw errors.badRequest(`${field} must contain ${line}`);
-  }
-}
-
 /** One RGI emoji sequence (Unicode sets mode, Node 20+; the flag is passed as a string for ES2022 typing). */
 const UNICODE_SETS: string = 'v';
 const RGI_EMOJI = new RegExp('^\\p{RGI_Emoji}$', UNICODE_SETS);

@@ -1,14 +1,11 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { errors } from '../../../domain/errors.ts';
+import { checkPoll, MAX_POLL_OPTIONS } from '../../../domain/content-rules.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { InstanceSelector, ok, responses } from '../../schemas.ts';
 import { ChatAddress, MAX_TEXT, SendAt, sendResponses } from './messages-schemas.ts';
 import { sendMessage, sendResult } from './messages-send.ts';
-
-/** Most options a WhatsApp poll may have. */
-export const MAX_POLL_OPTIONS = 12;
 
 const tags = ['messages'];
 
@@ -100,25 +97,6 @@ export const UpdateResult = Type.Object(
 export type UpdateResult = Static<typeof UpdateResult>;
 
 /**
- * Checks a poll's options beyond the schema: unique names, and `selectableCount` at most the number of options.
- * @throws DomainError invalid `options must be unique (Monday appears twice)`, `selectableCount must be 0 (any)
- *   or 1 to 3 (the number of options)`.
- */
-export function checkPoll(options: readonly string[], selectableCount: number): void {
-  const seen = new Set<string>();
-  for (const option of options) {
-    if (option.trim() === '') throw errors.badRequest('options must not be blank');
-    if (seen.has(option)) throw errors.badRequest(`options must be unique (${option} appears twice)`);
-    seen.add(option);
-  }
-  if (selectableCount > options.length) {
-    throw errors.badRequest(
-      `selectableCount must be 0 (any) or 1 to ${options.length} (the number of options)`,
-    );
-  }
-}
-
-/**
  * `POST /v1/messages/edit`, `/v1/messages/delete` and `/v1/messages/send/poll`
  * (docs/decisions/0026-chats-edits-polls-and-calls.md). Scope `chat:messages` like every `/v1/messages/*` operation
  * (docs/decisions/0003-scopes-and-keys.md); the instance is the body field `from`.
@@ -190,7 +168,7 @@ export async function messageUpdateRoutes(fastify: FastifyInstance): Promise<voi
     async (request, reply) => {
       const { name, options } = request.body;
       const selectableCount = request.body.selectableCount ?? 0;
-      checkPoll(options, selectableCount);
+      checkPoll(name, options, selectableCount);
       return sendMessage(
         services,
         request,

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { isGroupAddress } from '../../../app/messaging.ts';
+import { checkVcard } from '../../../domain/content-rules.ts';
 import { errors } from '../../../domain/errors.ts';
 import { instanceOf } from '../../plugins/instance.ts';
 import { Details, ok, responses } from '../../schemas.ts';
@@ -16,7 +17,7 @@ import {
   SendTextBody,
   sendResponses,
 } from './messages-schemas.ts';
-import { checkMentions, checkVcard, isReactionEmoji, sendMessage, sendResult } from './messages-send.ts';
+import { checkMentions, isReactionEmoji, sendMessage, sendResult } from './messages-send.ts';
 import { messageUpdateRoutes } from './messages-updates.ts';
 
 const tags = ['messages'];
