@@ -15,6 +15,9 @@ import { testDialects } from '../support/store.ts';
  * lifetime ahead (a host whose clock runs a minute ahead, a time set by hand) moved that point into the future, and
  * every revocation stamped after it with the right time was missed until the cached key aged out: the look-back now
  * never starts past this process's own clock, and the dashboard's revoke drops the key from its own cache at once.
+ * A process whose own clock ran more than a cache lifetime ahead of the revoker's still missed every revocation: the
+ * poll now reads the cached keys' own rows and compares no time at all
+ * (docs/decisions/0119-revocation-look-reads-the-cached-keys.md); these cases stay as its checks.
  */
 for (const dialect of testDialects()) {
   describe(`revocations stamped before one already seen [${dialect}]`, () => {
