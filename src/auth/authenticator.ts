@@ -5,7 +5,7 @@ import type { Environment } from '../domain/environment.ts';
 import { errors } from '../domain/errors.ts';
 import { grants, type Scope } from '../domain/scope.ts';
 import { digestsEqual, hashApiKey, parseApiKey } from '../security/api-keys.ts';
-import { type ApiKeyRecord, findApiKeyByHash, listRevokedSince, touchApiKey } from '../store/api-keys.ts';
+import { type ApiKeyRecord, findApiKeyByHash, revokedAmong, touchApiKey } from '../store/api-keys.ts';
 import { getOrganization, getOrganizations, type Organization } from '../store/organizations.ts';
 import type { StoreSignals } from '../store/pg-signals.ts';
 import type { Database } from '../store/schema.ts';
@@ -64,7 +64,9 @@ export function hasScope(context: AuthContext, scope: Scope): boolean {
  * the store's lookup and the digests compared in constant time; revocation and expiry at every request. Every
  * failure raises the same 401 `invalid API key`.
  * Revocations made by any process evict cached entries within one poll interval (revocation happens in the admin CLI,
- * another process), and at once where the store signals them (PostgreSQL, docs/decisions/0078-store-signals.md). So
+ * another process), whatever the clocks of the revoking host and of this one say (each poll reads the cached keys'
+ * own rows, docs/decisions/0119-revocation-look-reads-the-cached-keys.md), and at once where the store signals them
+ * (PostgreSQL, docs/decisions/0078-store-signals.md). So
  * do changes of an organization's plan or limits (`parley org update`), since each entry holds its organization:
  * the same look reads the cached organizations again (docs/decisions/0019-rate-limits-and-plans.md).
  */
@@ -73,7 +75,6 @@ export class KeyAuthenticator {
   readonly #options: KeyAuthenticatorOptions;
   readonly #cache = new Map<string, CacheEntry>();
   readonly #lastTouch = new Map<string, number>();
-  #revocationsSince: string;
   /**
    * Revocation looks started so far ({@link pollRevocations}): a key read that one overlapped may hold a row from
    * before the revocation the look was for, which the look could not evict (it was not cached yet), so it is not
@@ -86,7 +87,6 @@ export class KeyAuthenticator {
   constructor(db: Kysely<Database>, options: KeyAuthenticatorOptions) {
     this.#db = db;
     this.#options = options;
-    this.#revocationsSince = new Date(options.clock()).toISOString();
   }
 
   /**
@@ -167,29 +167,24 @@ export class KeyAuthenticator {
   }
 
   /**
-   * Evicts cached keys revoked since the last poll (any process). Errors are logged, not thrown. The read reaches back
-   * one cache lifetime before the latest revocation seen, or before this process's clock when that revocation is
-   * stamped later than it: a revocation stamped earlier than one already seen (another host's clock a little behind,
-   * or a revocation that committed after a later-stamped one) is still found, and one stamped in the future (a host
-   * whose clock runs ahead, a time set by hand) does not hide the revocations stamped after it with the right time
-   * (docs/decisions/0003-scopes-and-keys.md). The same look then reads the organizations of the cached keys and
-   * evicts the keys whose organization changed (its plan or limits: `parley org update`, another process) or is gone,
-   * so a plan change applies everywhere within about one poll (docs/decisions/0019-rate-limits-and-plans.md). A key
-   * read by {@link authenticate} while a poll runs is not cached: the poll may be for its revocation (or its
-   * organization's change) and have found nothing cached to evict.
+   * Evicts the cached keys that were revoked (by any process) or whose row is gone: each look reads the rows of the
+   * keys cached when it starts, by their digests, so a revocation is found whatever time it was stamped with and
+   * whatever this process's clock says (a host whose clock runs ahead or behind, a time set by hand;
+   * docs/decisions/0119-revocation-look-reads-the-cached-keys.md). Errors are logged, not thrown. The same look then
+   * reads the organizations of the cached keys and evicts the keys whose organization changed (its plan or limits:
+   * `parley org update`, another process) or is gone, so a plan change applies everywhere within about one poll
+   * (docs/decisions/0019-rate-limits-and-plans.md). A key read by {@link authenticate} while a poll runs is not
+   * cached: the poll may be for its revocation (or its organization's change) and have found nothing cached to evict.
    */
   async pollRevocations(): Promise<void> {
     this.#revocationLooks += 1;
-    try {
-      const latest = Math.min(Date.parse(this.#revocationsSince), this.#options.clock());
-      const since = new Date(latest - this.#options.ttlMs).toISOString();
-      const revoked = await listRevokedSince(this.#db, since);
-      for (const { keyHash, revokedAt } of revoked) {
-        this.#cache.delete(keyHash);
-        if (revokedAt > this.#revocationsSince) this.#revocationsSince = revokedAt;
+    const cached = [...this.#cache.keys()];
+    if (cached.length > 0) {
+      try {
+        for (const hash of await revokedAmong(this.#db, cached)) this.#cache.delete(hash);
+      } catch (error) {
+        this.#options.logger.warn({ err: error }, 'polling key revocations failed');
       }
-    } catch (error) {
-      this.#options.logger.warn({ err: error }, 'polling key revocations failed');
     }
     await this.#evictChangedOrganizations();
   }

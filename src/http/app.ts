@@ -26,6 +26,8 @@ export interface RouteEntry {
   url: string;
   scope: string | undefined;
   testOnly: boolean;
+  /** The least dashboard role a dashboard route needs, or `public` (docs/decisions/0022-dashboard.md); else undefined. */
+  dashboard: string | undefined;
 }
 
 declare module 'fastify' {
@@ -89,6 +91,7 @@ export async function buildApp(services: HttpServices): Promise<FastifyInstance>
         url: route.url,
         scope: route.config?.scope,
         testOnly: route.config?.testOnly === true,
+        dashboard: route.config?.dashboard,
       });
     }
   });

@@ -138,19 +138,27 @@ export async function revokeApiKey(
   return getApiKey(db, id);
 }
 
-/** Hashes of keys revoked at or after `since` (RFC 3339), for evicting cached verifications in every process. */
-export async function listRevokedSince(
-  db: Kysely<Database>,
-  since: string,
-): Promise<{ keyHash: string; revokedAt: string }[]> {
-  const rows = await db
-    .selectFrom('api_keys')
-    .select(['key_hash', 'revoked_at'])
-    .where('revoked_at', '>=', toMs(since))
-    .execute();
-  return rows.flatMap((r) =>
-    r.revoked_at === null ? [] : [{ keyHash: r.key_hash, revokedAt: toIso(r.revoked_at) }],
-  );
+/** Digests asked per statement by {@link revokedAmong}, well below SQLite's bound on parameters. */
+const HASHES_PER_READ = 500;
+
+/**
+ * Which of the keys `keyHashes` (SHA-256 digests, lowercase hex) can no longer be used as far as the store says:
+ * those revoked, at whatever time they were stamped, and those with no row. Read by digest (unique index), 500 a
+ * statement; for evicting cached verifications in every process without comparing clocks
+ * (docs/decisions/0119-revocation-look-reads-the-cached-keys.md).
+ */
+export async function revokedAmong(db: Kysely<Database>, keyHashes: readonly string[]): Promise<Set<string>> {
+  const usable = new Set<string>();
+  for (let start = 0; start < keyHashes.length; start += HASHES_PER_READ) {
+    const rows = await db
+      .selectFrom('api_keys')
+      .select('key_hash')
+      .where('key_hash', 'in', keyHashes.slice(start, start + HASHES_PER_READ))
+      .where('revoked_at', 'is', null)
+      .execute();
+    for (const row of rows) usable.add(row.key_hash);
+  }
+  return new Set(keyHashes.filter((hash) => !usable.has(hash)));
 }
 
 /** Records that the key was used at `at` (RFC 3339). */

@@ -15,6 +15,9 @@ import { testDialects } from '../support/store.ts';
  * lifetime ahead (a host whose clock runs a minute ahead, a time set by hand) moved that point into the future, and
  * every revocation stamped after it with the right time was missed until the cached key aged out: the look-back now
  * never starts past this process's own clock, and the dashboard's revoke drops the key from its own cache at once.
+ * A process whose own clock ran more than a cache lifetime ahead of the revoker's still missed every revocation: the
+ * poll now reads the cached keys' own rows and compares no time at all
+ * (docs/decisions/0119-revocation-look-reads-the-cached-keys.md); these cases stay as its checks.
  */
 for (const dialect of testDialects()) {
   describe(`revocations stamped before one already seen [${dialect}]`, () => {
@@ -126,10 +129,44 @@ for (const dialect of testDialects()) {
     });
   });
 
+  describe(`a revocation by another process whatever the clocks say [${dialect}]`, () => {
+    it("stops a cached key within a poll when this process's clock runs an hour ahead of the revoker's", async () => {
+      // The CLI (or another node) stamps the revocation with its host's time; this process's clock runs an hour
+      // ahead. The poll must find the revocation all the same: "stops working everywhere within about 1 s, cache or
+      // not" (docs/decisions/0003-scopes-and-keys.md, docs/decisions/0119-revocation-look-reads-the-cached-keys.md).
+      const t = await createTestApp({
+        dialect,
+        clock: manualClock(Date.now() + 3_600_000),
+        plan: { plan: 'enterprise', perMinute: 1_000_000, perDay: 10_000_000 },
+      });
+      try {
+        const victim = await t.newKey();
+        const status = async () =>
+          (await t.call('GET', '/v1/session/status', undefined, { authorization: `Bearer ${victim}` }))
+            .status;
+        for (let i = 0; i < 20; i += 1) assert.equal(await status(), 200, 'the key works');
+        const { id } = await t.testStore.store.db
+          .selectFrom('api_keys')
+          .select('id')
+          .where('key_hash', '=', hashApiKey(victim))
+          .executeTakeFirstOrThrow();
+        await revokeApiKey(t.testStore.store.db, id);
+        const refused = await eventually('key refused', async () => (await status()) === 401, 2000).then(
+          () => true,
+          () => false,
+        );
+        assert.ok(refused, 'the revoked key still works 2 s after its revocation');
+      } finally {
+        await t.close();
+      }
+    });
+  });
+
   describe(`the dashboard's revoke whatever the clocks say [${dialect}]`, () => {
     it('drops the key from its own cache even when the poll cannot find the revocation', async () => {
       // This process's clock runs an hour ahead of the revocation's stamp (the store's rows are stamped with the
-      // host's time): its poll reaches back only one cache lifetime before its own start, so it cannot see it.
+      // host's time); the dashboard's revoke does not wait for the poll (which now finds it too,
+      // docs/decisions/0119-revocation-look-reads-the-cached-keys.md).
       const t = await createTestApp({
         dialect,
         clock: manualClock(Date.now() + 3_600_000),
