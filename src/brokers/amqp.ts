@@ -342,7 +342,11 @@ export class AmqpConnection implements BrokerConnection {
       if (!(error instanceof BrokerError && error.message.startsWith('the broker refused'))) this.retire();
       throw error instanceof BrokerError ? error : publishError(error);
     } finally {
-      if (!ended) await channel.close().catch(() => {});
+      // Closed without waiting for RabbitMQ's answer: the outcome is known, and the publishes issued after this one
+      // wait for it to end. amqplib never settles a channel's close whose connection ends before the broker answered
+      // it (a broker restart): awaiting it held this publish for ever, and each one issued after it for its whole
+      // time limit (docs/decisions/0037-broker-endpoints.md "Message size").
+      if (!ended) void channel.close().catch(() => {});
     }
     return `confirmed by RabbitMQ (exchange ${this.#exchange})`;
   }
