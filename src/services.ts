@@ -87,10 +87,11 @@ export interface Services {
   nodes: NodeRegistry;
   /**
    * Several nodes (docs/decisions/0008-leases-and-fencing.md), when `CLUSTER_SECRET` is set: this node's instance
-   * leases and the secret of node-to-node calls. The entry point starts the keeper once listening
-   * (`keeper.start(url)`) and drains it first on a graceful stop.
+   * leases, the secret of node-to-node calls and how long a view spanning nodes waits for each node's answer, ms
+   * (`askTimeoutMs`). The entry point starts the keeper once listening (`keeper.start(url)`) and drains it first on a
+   * graceful stop.
    */
-  cluster: { keeper: LeaseKeeper; secret: string } | undefined;
+  cluster: { keeper: LeaseKeeper; secret: string; askTimeoutMs: number } | undefined;
   /**
    * The webhook delivery worker (docs/decisions/0005-outbox-and-delivery.md); started here, stopped first by `close`.
    */

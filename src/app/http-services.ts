@@ -29,14 +29,25 @@ export interface ClusterRouting {
    * then (src/http/plugins/forward.ts).
    */
   ownerLost(instanceId: InstanceId, owner: string, signal: AbortSignal): Promise<void>;
-  /** The instances of `ids` another live node holds, by that node's base URL. */
-  remoteOwners(ids: readonly InstanceId[]): Promise<Map<string, InstanceId[]>>;
+  /** The instances of `ids` another live node holds, by that node's base URL: the node's id and those instances. */
+  remoteOwners(ids: readonly InstanceId[]): Promise<Map<string, RemoteOwner>>;
 }
 
-/** Several nodes (`CLUSTER_SECRET` set): the routing of instance requests and the secret of node-to-node calls. */
+/** A live node holding some instances of a view (`ClusterRouting.remoteOwners`): its id and those instances' ids. */
+export interface RemoteOwner {
+  owner: string;
+  ids: InstanceId[];
+}
+
+/**
+ * Several nodes (`CLUSTER_SECRET` set): the routing of instance requests, the secret of node-to-node calls, and how
+ * long a view spanning nodes (the dashboard's instance list) waits for each other node's answer, ms
+ * (`CLUSTER_ASK_TIMEOUT_SECONDS`, docs/decisions/0008-leases-and-fencing.md).
+ */
 export interface HttpCluster {
   keeper: ClusterRouting;
   secret: string;
+  askTimeoutMs: number;
 }
 
 /**

@@ -69,11 +69,16 @@ export class AmqpConnection implements BrokerConnection {
   readonly #pending = new Map<string, { returned: boolean }>();
   /** Number of the last publish on this connection. */
   #published = 0;
+  /** Publishes issued on the connection's channel so far: each one's number in that order (1, 2, …). */
+  #channelIssued = 0;
+  /** Publishes on the connection's channel not ended yet (confirmed, refused or failed). */
+  #channelInFlight = 0;
   /**
-   * The publishes on the connection's channel not ended yet (confirmed, refused or failed), each as a promise that
-   * settles (never rejects) once it ended: an event sent on a channel of its own waits for those issued before it.
+   * Events sent on a channel of their own waiting for the publishes issued before them on the connection's channel
+   * ({@link #channelDrained}): `upTo` the number of the last of those, `left` how many of them have not ended. Kept
+   * apart from the publishes so that a publish on the channel, the common case, allocates nothing to be tracked.
    */
-  readonly #onChannel = new Set<Promise<void>>();
+  #channelWaiters: { upTo: number; left: number; resolve: () => void }[] = [];
   /** Settles once the publishes sent on channels of their own so far have ended; unset when none is. */
   #alone: Promise<void> | undefined;
   readonly #inFlight = new PublishesInFlight(() => this.close());
@@ -204,7 +209,7 @@ export class AmqpConnection implements BrokerConnection {
     const before = this.#alone;
     const max = this.#maxMessageSize;
     if (max !== undefined && body.length > max) {
-      const earlier = Promise.all(this.#onChannel).then(() => {});
+      const earlier = this.#channelDrained();
       const alone = this.#after(before, timeoutMs, started)
         .then(() => this.#after(earlier, timeoutMs, started))
         .then(() => this.#publishAlone(message, body, timeoutMs, started));
@@ -218,15 +223,35 @@ export class AmqpConnection implements BrokerConnection {
       });
       return alone;
     }
-    let end: () => void = () => {};
-    const ended = new Promise<void>((resolve) => {
-      end = resolve;
+    this.#channelIssued += 1;
+    this.#channelInFlight += 1;
+    return this.#publishOnChannel(message, body, timeoutMs, started, before, this.#channelIssued);
+  }
+
+  /**
+   * Settles (never rejects) once the publishes issued on the connection's channel so far have ended; undefined when
+   * none is in flight. Those issued later are not waited for.
+   */
+  #channelDrained(): Promise<void> | undefined {
+    if (this.#channelInFlight === 0) return undefined;
+    const upTo = this.#channelIssued;
+    const left = this.#channelInFlight;
+    return new Promise<void>((resolve) => {
+      this.#channelWaiters.push({ upTo, left, resolve });
     });
-    this.#onChannel.add(ended);
-    return this.#publishOnChannel(message, body, timeoutMs, started, before).finally(() => {
-      this.#onChannel.delete(ended);
-      end();
-    });
+  }
+
+  /** Counts publish number `issued` on the connection's channel as ended, and lets go of who waited for it. */
+  #channelEnded(issued: number): void {
+    this.#channelInFlight -= 1;
+    if (this.#channelWaiters.length === 0) return;
+    for (const waiter of this.#channelWaiters) {
+      if (issued <= waiter.upTo) {
+        waiter.left -= 1;
+        if (waiter.left === 0) waiter.resolve();
+      }
+    }
+    this.#channelWaiters = this.#channelWaiters.filter((waiter) => waiter.left > 0);
   }
 
   /**
@@ -245,7 +270,8 @@ export class AmqpConnection implements BrokerConnection {
 
   /**
    * Publishes `body` on the connection's channel once a channel RabbitMQ closed for a message's size was replaced
-   * and `alone` (the publishes on channels of their own issued before this one) ended.
+   * and `alone` (the publishes on channels of their own issued before this one) ended; `issued` is its number among
+   * the channel's publishes, counted as ended ({@link #channelEnded}) whichever way it ends.
    * @throws BrokerError as {@link #publish} does.
    */
   async #publishOnChannel(
@@ -254,43 +280,48 @@ export class AmqpConnection implements BrokerConnection {
     timeoutMs: number,
     started: number,
     alone: Promise<void> | undefined,
+    issued: number,
   ): Promise<string> {
-    if (this.#reopening !== undefined) {
-      try {
-        await withTimeout(
-          this.#reopening,
-          timeoutMs,
-          () => new BrokerError(`the broker did not open a new channel within ${timeoutMs} ms`),
-        );
-      } catch (error) {
-        // Nothing was sent; a connection that cannot open a channel is replaced.
-        this.retire();
-        throw error;
-      }
-      if (this.#closed) throw new BrokerError('the connection to the broker was closed');
-    }
-    // Without a wait, the message is sent before this returns, as the publishes issued before it were.
-    if (alone !== undefined) await this.#after(alone, timeoutMs, started);
-    const channel = this.#channel;
     try {
-      await this.#confirm(channel.channel, message, body, timeoutMs, started);
-    } catch (error) {
-      const oversize = channel.oversize;
-      if (oversize !== undefined) {
-        // RabbitMQ closed the channel for a message's size: this one's, or another's ahead of it, dropping this one
-        // (or leaving its confirm unsaid). The connection is fine.
-        if (body.length > oversize.max) throw tooLargeForRabbitMq(body.length, oversize.max);
-        throw new BrokerError(
-          `the connection to the broker ended before it answered: RabbitMQ closed the channel for another message of ${oversize.bytes} bytes, over its max_message_size of ${oversize.max} bytes`,
-          { cause: error },
-        );
+      if (this.#reopening !== undefined) {
+        try {
+          await withTimeout(
+            this.#reopening,
+            timeoutMs,
+            () => new BrokerError(`the broker did not open a new channel within ${timeoutMs} ms`),
+          );
+        } catch (error) {
+          // Nothing was sent; a connection that cannot open a channel is replaced.
+          this.retire();
+          throw error;
+        }
+        if (this.#closed) throw new BrokerError('the connection to the broker was closed');
       }
-      // Nothing more can be told of a message that was neither confirmed nor refused: start afresh, once the other
-      // lanes' publishes on this connection have had their answers.
-      if (!(error instanceof BrokerError && error.message.startsWith('the broker refused'))) this.retire();
-      throw error instanceof BrokerError ? error : publishError(error);
+      // Without a wait, the message is sent before this returns, as the publishes issued before it were.
+      if (alone !== undefined) await this.#after(alone, timeoutMs, started);
+      const channel = this.#channel;
+      try {
+        await this.#confirm(channel.channel, message, body, timeoutMs, started);
+      } catch (error) {
+        const oversize = channel.oversize;
+        if (oversize !== undefined) {
+          // RabbitMQ closed the channel for a message's size: this one's, or another's ahead of it, dropping this one
+          // (or leaving its confirm unsaid). The connection is fine.
+          if (body.length > oversize.max) throw tooLargeForRabbitMq(body.length, oversize.max);
+          throw new BrokerError(
+            `the connection to the broker ended before it answered: RabbitMQ closed the channel for another message of ${oversize.bytes} bytes, over its max_message_size of ${oversize.max} bytes`,
+            { cause: error },
+          );
+        }
+        // Nothing more can be told of a message that was neither confirmed nor refused: start afresh, once the other
+        // lanes' publishes on this connection have had their answers.
+        if (!(error instanceof BrokerError && error.message.startsWith('the broker refused'))) this.retire();
+        throw error instanceof BrokerError ? error : publishError(error);
+      }
+      return `confirmed by RabbitMQ (exchange ${this.#exchange})`;
+    } finally {
+      this.#channelEnded(issued);
     }
-    return `confirmed by RabbitMQ (exchange ${this.#exchange})`;
   }
 
   /**
@@ -342,7 +373,11 @@ export class AmqpConnection implements BrokerConnection {
       if (!(error instanceof BrokerError && error.message.startsWith('the broker refused'))) this.retire();
       throw error instanceof BrokerError ? error : publishError(error);
     } finally {
-      if (!ended) await channel.close().catch(() => {});
+      // Closed without waiting for RabbitMQ's answer: the outcome is known, and the publishes issued after this one
+      // wait for it to end. amqplib never settles a channel's close whose connection ends before the broker answered
+      // it (a broker restart): awaiting it held this publish for ever, and each one issued after it for its whole
+      // time limit (docs/decisions/0037-broker-endpoints.md "Message size").
+      if (!ended) void channel.close().catch(() => {});
     }
     return `confirmed by RabbitMQ (exchange ${this.#exchange})`;
   }

@@ -117,9 +117,12 @@ export interface Config {
    * (default: `http://HOST:PORT`, the host name when HOST is a wildcard address, with the port actually bound),
    * `drainGraceMs` how long a node stopping on SIGTERM keeps serving after it reported itself not ready, so the load
    * balancer's health check sees it before the listener closes (`DRAIN_GRACE_SECONDS`, default 3, in ms here; set it
-   * above the balancer's check interval times its fall count). Absent: one node, no leases and no forwarding.
+   * above the balancer's check interval times its fall count), `askTimeoutMs` how long a view spanning several nodes
+   * (the dashboard's instance list) waits for each other node's answer before it answers without it
+   * (`CLUSTER_ASK_TIMEOUT_SECONDS`, default 3, in ms here; docs/decisions/0008-leases-and-fencing.md). Absent: one
+   * node, no leases and no forwarding.
    */
-  cluster?: { secret: string; nodeId?: string; nodeUrl?: string; drainGraceMs: number };
+  cluster?: { secret: string; nodeId?: string; nodeUrl?: string; drainGraceMs: number; askTimeoutMs: number };
 }
 
 /** Raised when the environment holds a bad value; the message names the variable and the rule. */
@@ -248,6 +251,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
             ...(parsed.NODE_ID === undefined ? {} : { nodeId: parsed.NODE_ID }),
             ...(parsed.NODE_URL === undefined ? {} : { nodeUrl: parsed.NODE_URL.replace(/\/$/, '') }),
             drainGraceMs: Math.round(parsed.DRAIN_GRACE_SECONDS * 1000),
+            askTimeoutMs: Math.round(parsed.CLUSTER_ASK_TIMEOUT_SECONDS * 1000),
           },
         }),
     port: parsed.PORT,

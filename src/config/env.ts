@@ -148,6 +148,13 @@ export const EnvSchema = Type.Object({
     default: 3,
     description: 'with several nodes: how long a stopping node keeps serving after /readyz turns false',
   }),
+  CLUSTER_ASK_TIMEOUT_SECONDS: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 60,
+    default: 3,
+    description:
+      "with several nodes: how long a view spanning nodes (the dashboard's instance list) waits for each other node's answer",
+  }),
   PLATFORM_URL: Type.Optional(
     Type.String({
       pattern: '^wss?://',

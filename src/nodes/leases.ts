@@ -295,22 +295,24 @@ export class LeaseKeeper {
   }
 
   /**
-   * Which other live nodes hold a valid lease of some of `ids`, as node base URL → those instance ids. Places
-   * nothing: an instance without a valid lease, or held here, is not listed. For a view spanning instances on
-   * several nodes (the dashboard's instance list asks each owner for the status of its own).
+   * Which other live nodes hold a valid lease of some of `ids`, as node base URL → the node's id and those instance
+   * ids. Places nothing: an instance without a valid lease, or held here, is not listed. For a view spanning
+   * instances on several nodes (the dashboard's instance list asks each owner for the status of its own).
    */
-  async remoteOwners(ids: readonly string[]): Promise<Map<string, string[]>> {
+  async remoteOwners(ids: readonly string[]): Promise<Map<string, { owner: string; ids: string[] }>> {
     const { db, nodeId } = this.#options;
     if (!this.#synced()) await this.#sync();
     const now = this.#now();
     const nodes = await this.#nodes(now);
     const wanted = new Set(ids);
-    const byUrl = new Map<string, string[]>();
+    const byUrl = new Map<string, { owner: string; ids: string[] }>();
     for (const lease of await listLeases(db)) {
       if (!wanted.has(lease.instanceId) || lease.owner === nodeId || !leaseValid(lease, now)) continue;
       const owner = nodes.find((node) => node.id === lease.owner);
       if (!owner) continue;
-      byUrl.set(owner.url, [...(byUrl.get(owner.url) ?? []), lease.instanceId]);
+      const listed = byUrl.get(owner.url);
+      if (listed === undefined) byUrl.set(owner.url, { owner: owner.id, ids: [lease.instanceId] });
+      else listed.ids.push(lease.instanceId);
     }
     return byUrl;
   }

@@ -81,7 +81,8 @@ export async function stopServing(deps: {
 /**
  * Several nodes (docs/decisions/0008-leases-and-fencing.md), when `CLUSTER_SECRET` is set: this node's lease keeper
  * (not started: the entry point starts it once listening), its expiries on `storeClock` (the node's one store clock,
- * shared with the registry: "One clock"), and the secret of node-to-node calls; undefined otherwise.
+ * shared with the registry: "One clock"), the secret of node-to-node calls, and how long a view spanning nodes waits
+ * for each node's answer (`askTimeoutMs`, ms); undefined otherwise.
  */
 export function wireCluster(
   config: Config,
@@ -93,7 +94,7 @@ export function wireCluster(
     logger: FastifyBaseLogger;
     timing?: ClusterTiming | undefined;
   },
-): { keeper: LeaseKeeper; secret: string } | undefined {
+): { keeper: LeaseKeeper; secret: string; askTimeoutMs: number } | undefined {
   if (!config.cluster) return undefined;
   const keeper = new LeaseKeeper({
     db: deps.store.db,
@@ -105,5 +106,5 @@ export function wireCluster(
   });
   // Each session's key writes land only while its instance's lease is still this node's (fencing by token).
   deps.sessions.fenceWith(keeper);
-  return { secret: config.cluster.secret, keeper };
+  return { secret: config.cluster.secret, keeper, askTimeoutMs: config.cluster.askTimeoutMs };
 }

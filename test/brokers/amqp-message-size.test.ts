@@ -4,7 +4,8 @@
  * naming the event's size and the limit, the connection stays (a new channel on it), later events over the limit
  * go on a channel of their own, refused there while the limit stands and confirmed once it is raised, and the events
  * around them are confirmed on the one connection. The limit is lowered to 1 MiB with `rabbitmqctl eval` only while
- * a test's connection or its event's own channel opens (a channel reads it when it opens), then set back.
+ * a test's connection or its event's own channel opens (a channel reads it when it opens), then set back. The last
+ * test restarts RabbitMQ while an event's own channel is being closed.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
@@ -17,8 +18,10 @@ import {
   amqpQueue,
   brokersConfigured,
   rabbitMaxMessageSize,
+  restartRabbitMq,
   setRabbitMaxMessageSize,
 } from '../support/brokers.ts';
+import { startFlightProxy } from '../support/flight-proxy.ts';
 
 const TIMEOUT_MS = 5_000;
 /** The limit set while the test's connection opens: 1 MiB. */
@@ -197,6 +200,49 @@ if (brokersConfigured())
       assert.deepEqual(
         (await queue.drain()).map((queued) => queued.messageId),
         ['small-1', 'small-2', 'big-1', 'small-3'],
+      );
+    });
+
+    // Last: it restarts RabbitMQ.
+    it('an event confirmed on a channel of its own does not wait for that channel to close; a broker restart meanwhile fails the next promptly', {
+      timeout: 240_000,
+    }, async () => {
+      const exchange = unique('parley-big-');
+      const queue = await amqpQueue(exchange, '#');
+      cleanups.push(() => queue.remove());
+      const target = parseBrokerUrl(`${AMQP_URL}/?exchange=${exchange}`).target;
+      if (target.kind !== 'amqp') throw new Error('an amqp URL');
+      // Through a proxy, to hold the channel's close: RabbitMQ never gets it, so never answers it.
+      const proxy = await startFlightProxy({ host: '127.0.0.1', port: 5672 });
+      cleanups.push(() => proxy.close());
+      const connection = await atLimit(() =>
+        AmqpConnection.open({ ...target, port: proxy.port }, '127.0.0.1', TIMEOUT_MS),
+      );
+      cleanups.push(() => connection.close());
+      await assert.rejects(connection.publish(sized('big', 1, LIMIT + 1), TIMEOUT_MS), (error: unknown) => {
+        assert.equal(String(error), tooLarge(LIMIT + 1));
+        return true;
+      });
+      // The limit is the machine's own again: the retry goes on a channel of its own and is confirmed there; the
+      // close of that channel (amqplib's "Goodbye") is the connection's last frame to get through.
+      proxy.freezeAt('Goodbye');
+      // Limits far beyond the test's own: only an answer, or the connection's end, settles these.
+      const LONG_MS = 600_000;
+      const big = connection.publish(sized('big', 1, LIMIT + 1), LONG_MS).then(String, String);
+      const next = connection.publish(sized('next', 1, 10), LONG_MS).then(String, String);
+      const confirmed = `confirmed by RabbitMQ (exchange ${exchange})`;
+      assert.equal(await big, confirmed);
+      // RabbitMQ restarts: the connection ends with the next event still unanswered on it, which fails at once (the
+      // outbox retries it on a new connection) instead of holding its lane for its whole time limit.
+      await restartRabbitMq();
+      assert.equal(
+        await next,
+        'BrokerError: the connection to the broker ended before it answered: channel closed',
+      );
+      assert.equal(connection.closed, true);
+      assert.deepEqual(
+        (await queue.drain()).map((queued) => queued.messageId),
+        ['big-1'],
       );
     });
   });

@@ -30,22 +30,32 @@ describe('configuration (docs/decisions/0024-engines-and-data-flow.md)', () => {
     assert.equal(config.cluster, undefined);
   });
 
-  it('reads the cluster settings: a secret of at least 32 characters, a node id, a node URL, the drain grace', () => {
+  it('reads the cluster settings: a secret of at least 32 characters, a node id, a node URL, the drain grace, the ask bound', () => {
     const secret = 's'.repeat(32);
-    assert.deepEqual(loadConfig({ CLUSTER_SECRET: secret }).cluster, { secret, drainGraceMs: 3000 });
+    assert.deepEqual(loadConfig({ CLUSTER_SECRET: secret }).cluster, {
+      secret,
+      drainGraceMs: 3000,
+      askTimeoutMs: 3000,
+    });
     assert.deepEqual(
       loadConfig({
         CLUSTER_SECRET: secret,
         NODE_ID: 'node-1',
         NODE_URL: 'http://10.0.0.1:8080/',
         DRAIN_GRACE_SECONDS: '0.5',
+        CLUSTER_ASK_TIMEOUT_SECONDS: '0.25',
       }).cluster,
-      { secret, nodeId: 'node-1', nodeUrl: 'http://10.0.0.1:8080', drainGraceMs: 500 },
+      { secret, nodeId: 'node-1', nodeUrl: 'http://10.0.0.1:8080', drainGraceMs: 500, askTimeoutMs: 250 },
     );
     assert.throws(
       () => loadConfig({ CLUSTER_SECRET: secret, DRAIN_GRACE_SECONDS: '61' }),
       /DRAIN_GRACE_SECONDS/,
     );
+    for (const value of ['0', '61'])
+      assert.throws(
+        () => loadConfig({ CLUSTER_SECRET: secret, CLUSTER_ASK_TIMEOUT_SECONDS: value }),
+        /CLUSTER_ASK_TIMEOUT_SECONDS/,
+      );
   });
 
   it('reads a platform simulator URL and root key', () => {
@@ -313,6 +323,7 @@ describe('values the conversion would silently change are refused (README, "Conf
     ['WEBHOOK_TIMEOUT_SECONDS', ''],
     ['DATABASE_ANSWER_TIMEOUT_SECONDS', ' (or 0)'],
     ['DRAIN_GRACE_SECONDS', ' (or 0)'],
+    ['CLUSTER_ASK_TIMEOUT_SECONDS', ''],
   ] as const) {
     it(`${name}=0.0004 (0 ms once rounded): refused, naming the smallest value`, () => {
       assert.throws(

@@ -248,7 +248,10 @@ for (const dialect of testDialects()) {
         assert.equal((await getLease(db, orphan.id))?.owner, 'node-b');
         // Who holds what elsewhere: node-b the routed orphan; the last orphan stays unplaced, node-a's are not listed.
         const ids = instances.map((instance) => instance.id);
-        assert.deepEqual(await a.remoteOwners(ids), new Map([['http://b.invalid', [orphan.id]]]));
+        assert.deepEqual(
+          await a.remoteOwners(ids),
+          new Map([['http://b.invalid', { owner: 'node-b', ids: [orphan.id] }]]),
+        );
         assert.equal((await listLeases(db)).length, 3, 'remoteOwners placed nothing');
         const mine = instances.find((instance) => a.held().includes(instance.id));
         assert.ok(mine);

@@ -103,6 +103,8 @@ export interface TestAppOptions {
   restoreRetry?: { baseMs: number; maxMs: number };
   /** How dashboard passwords are checked (a test counting the Argon2id checks wraps the real one). */
   verifyPassword?: ServiceOptions['verifyPassword'];
+  /** Lease timing of a cluster node (`CLUSTER_SECRET` in `env`), ms: renewal period and lease lifetime. */
+  cluster?: ServiceOptions['cluster'];
 }
 
 /**
@@ -133,6 +135,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     ...(options.restoreRetry === undefined ? {} : { restoreRetry: options.restoreRetry }),
     ...(options.webhookWorker === undefined ? {} : { webhookWorker: options.webhookWorker }),
     ...(options.verifyPassword === undefined ? {} : { verifyPassword: options.verifyPassword }),
+    ...(options.cluster === undefined ? {} : { cluster: options.cluster }),
   });
   const app = await buildApp(services);
   await app.ready();

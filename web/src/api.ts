@@ -76,18 +76,28 @@ export interface InstanceSummary {
   webhook: string | null;
   subscribe: string[];
   hasHmacKey: boolean;
+  /**
+   * In the list only: set when another node holds the instance's session and did not answer in time, so its state
+   * is not known (`connected` and `loggedIn` are the answering node's view, false).
+   */
+  unreachable?: true;
 }
 
 /** The words for an instance's state. */
 export function statusText(instance: InstanceSummary): string {
+  if (instance.unreachable) return 'Unknown: its node does not answer';
   if (instance.loggedIn && instance.connected) return 'Logged in';
   if (instance.loggedIn) return 'Logged in, disconnected';
   if (instance.connected) return 'Waiting for QR scan';
   return 'Not connected';
 }
 
-/** The badge class of an instance's state: `ok` logged in and connected, `warn` on the way or cut off, `off`. */
+/**
+ * The badge class of an instance's state: `ok` logged in and connected, `warn` on the way, cut off or not known,
+ * `off`.
+ */
 export function statusTone(instance: InstanceSummary): 'ok' | 'warn' | 'off' {
+  if (instance.unreachable) return 'warn';
   if (instance.loggedIn && instance.connected) return 'ok';
   if (instance.loggedIn || instance.connected) return 'warn';
   return 'off';

@@ -243,23 +243,47 @@ async function whileServing<T>(
   }
 }
 
+/** What {@link askNode} fails with when the node asked did not answer within the cluster's ask bound. */
+export class NodeAskTimeoutError extends Error {
+  constructor(owner: string, ms: number) {
+    super(`node ${owner} did not answer within ${ms} ms`);
+    this.name = 'NodeAskTimeoutError';
+  }
+}
+
 /**
- * Sends `request` unchanged (with the cluster headers) to the node at `base` and returns its answer read whole, for
- * a request that needs a part of its answer from each of several nodes (the dashboard's instance list). The node
- * receiving it sees a forwarded request (see {@link isForwarded}) and answers for itself only.
- * @throws the transport's error when the node does not answer; Error when it answers with a stream.
+ * Sends `request` unchanged (with the cluster headers) to node `node.owner` at base URL `node.url` and returns its
+ * answer read whole, for a request that needs a part of its answer from each of several nodes (the dashboard's
+ * instance list). The node receiving it sees a forwarded request (see {@link isForwarded}) and answers for itself
+ * only. The question is bounded (docs/decisions/0008-leases-and-fencing.md, "A node that does not answer"): it is
+ * given up after `cluster.askTimeoutMs` ms, and as a forward is once that node stopped serving `node.instanceId` (an
+ * instance it holds: its lease expired, or moved while it is no longer live, `ClusterRouting.ownerLost`), so a node
+ * that hangs with its connection open holds the asker no longer than that.
+ * @throws NodeAskTimeoutError after the bound; OwnerLostError once the node stopped serving the instance; the
+ *   transport's error when the node does not answer otherwise; Error when it answers with a stream.
  */
 export async function askNode(
   cluster: HttpCluster,
   request: FastifyRequest,
-  base: string,
+  node: { owner: string; url: string; instanceId: string },
 ): Promise<{ status: number; body: Buffer }> {
-  const answer = await relay(cluster, request, base);
-  if (!Buffer.isBuffer(answer.body)) {
-    answer.body.destroy();
-    throw new Error(`${base} answered with a stream`);
+  const bounded = new AbortController();
+  const timer = setTimeout(
+    () => bounded.abort(new NodeAskTimeoutError(node.owner, cluster.askTimeoutMs)),
+    cluster.askTimeoutMs,
+  );
+  try {
+    const answer = await whileServing(cluster, node.instanceId, node.owner, (lost) =>
+      relay(cluster, request, node.url, undefined, AbortSignal.any([bounded.signal, lost])),
+    );
+    if (!Buffer.isBuffer(answer.body)) {
+      answer.body.destroy();
+      throw new Error(`${node.url} answered with a stream`);
+    }
+    return { status: answer.status, body: answer.body };
+  } finally {
+    clearTimeout(timer);
   }
-  return { status: answer.status, body: answer.body };
 }
 
 /**

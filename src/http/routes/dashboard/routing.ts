@@ -55,35 +55,51 @@ export function addInstanceRouting(app: FastifyInstance): void {
 }
 
 /**
+ * An instance as the dashboard's list shows it: its summary, and `unreachable: true` when another node holds its
+ * session and did not answer in time, so its status (`connected`, `loggedIn`, `reason`) is only this node's view
+ * (not connected here) and not known (docs/decisions/0008-leases-and-fencing.md, "A node that does not answer").
+ */
+export type ListedInstance = InstanceSummary & { unreachable?: true };
+
+/**
  * The organization's instance list as each instance's owner sees it (docs/decisions/0008-leases-and-fencing.md):
  * `local` was computed here, where only this node's sessions are known, so the summary (connected, logged in, reason)
  * of an instance whose session another live node holds is replaced by that node's. The request is asked of each such
- * node once, as it came (cookie included, authenticated again there); a node that asked this one answers for itself
- * only. A node that does not answer leaves its instances' summaries as seen here (logged with a warning).
+ * node once, as it came (cookie included, authenticated again there), all at once; a node that asked this one answers
+ * for itself only. Each question is bounded ({@link askNode}: `CLUSTER_ASK_TIMEOUT_SECONDS`, or that node's lease
+ * expiring): a node that does not answer in time, or answers anything but a 200 with its list, leaves its instances'
+ * summaries as seen here, marked `unreachable` (logged with a warning), and the list answers with the rest.
  * @throws DomainError unauthenticated on a node-to-node call without the cluster secret.
  */
 export async function summariesFromOwners(
   app: FastifyInstance,
   request: FastifyRequest,
   local: InstanceSummary[],
-): Promise<InstanceSummary[]> {
+): Promise<ListedInstance[]> {
   const { cluster } = app.services;
   if (!cluster || isForwarded(request, cluster) || local.length === 0) return local;
   const remote = await cluster.keeper.remoteOwners(local.map((summary) => summary.id));
   const fromOwner = new Map<string, InstanceSummary>();
+  const unreachable = new Set<string>();
   await Promise.all(
-    [...remote].map(async ([url, ids]) => {
+    [...remote].map(async ([url, { owner, ids }]) => {
       try {
-        const answer = await askNode(cluster, request, url);
+        // Its first instance stands for the node: a node that stopped serving one (dead, cut off) serves none.
+        const answer = await askNode(cluster, request, { owner, url, instanceId: ids[0] ?? '' });
         if (answer.status !== 200) throw new Error(`${url} answered ${answer.status}`);
         const body = JSON.parse(answer.body.toString()) as { data?: { instances?: InstanceSummary[] } };
         for (const summary of body.data?.instances ?? []) {
           if (ids.includes(summary.id)) fromOwner.set(summary.id, summary);
         }
       } catch (error) {
+        for (const id of ids) unreachable.add(id);
         request.log.warn({ err: error, node: url }, 'reading instance statuses from their node failed');
       }
     }),
   );
-  return local.map((summary) => fromOwner.get(summary.id) ?? summary);
+  return local.map((summary): ListedInstance => {
+    const owned = fromOwner.get(summary.id);
+    if (owned !== undefined) return owned;
+    return unreachable.has(summary.id) ? { ...summary, unreachable: true } : summary;
+  });
 }
