@@ -7,8 +7,8 @@
  * announce / locked settings; the subject, description and disappearing timer may be changed by any member
  * unless the group is locked. Per-participant codes (the `error` attribute Baileys' groupParticipantsUpdate
  * reads; none means 200): 404 not registered (add) or not a member (others), 409 already a member (add), 406
- * the creator may not be removed or demoted. Privacy-restricted adds (403 with an invite) and recently-left
- * users (408) are not modelled.
+ * the creator may not be removed or demoted (a promote leaves it the creator). Privacy-restricted adds (403 with
+ * an invite) and recently-left users (408) are not modelled.
  */
 import type { BinaryNode } from 'baileys';
 import { lidJid, shownPhoneAttr, type User } from './accounts.ts';
@@ -76,8 +76,11 @@ export function changeParticipants(
     } else if (!member || !user) code = 404;
     else if (member.role === 'superadmin' && action !== 'promote') code = 406;
     else if (action === 'remove') group.members.delete(user.phone);
-    else if (action === 'promote') member.role = 'admin';
-    else member.role = 'member';
+    else if (action === 'promote') {
+      // The creator stays the creator: a promote leaves it superadmin (it used to make it a plain admin, which the
+      // next demote then took for an admin's and answered 200 instead of 406).
+      if (member.role !== 'superadmin') member.role = 'admin';
+    } else member.role = 'member';
     codes.push({ jid, code });
     if (code === 200 && user) done.push(user);
   }

@@ -81,10 +81,10 @@ describe('simulator: group administration with a real Baileys client', () => {
       [[lid(carla), pn(carla)]],
     );
     assert.equal(update.author, lid(account));
-    const promoted = await client.sock.groupParticipantsUpdate(group.id, [pn(carla)], 'promote');
+    const promoted = await client.sock.groupParticipantsUpdate(group.id, [pn(carla), pn(account)], 'promote');
     assert.deepEqual(
       promoted.map((r) => r.status),
-      ['200'],
+      ['200', '200'],
     );
     const demoted = await client.sock.groupParticipantsUpdate(group.id, [pn(account), pn(dora)], 'demote');
     assert.deepEqual(
