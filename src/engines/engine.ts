@@ -164,6 +164,13 @@ export interface EngineSessionContext {
    */
   keptLidPhone?(lid: string): Promise<string | undefined>;
   /**
+   * {@link keptLidPhone} for many LIDs (digits) in one read of the store (a few for thousands): the phone number
+   * (digits) of each LID parley keeps a pair for, by LID; the others are absent. Asked where a list names many users
+   * at once (the contacts list). Absent: {@link keptLidPhone} is asked per LID. @throws the store's error (not
+   * retried).
+   */
+  keptLidPhones?(lids: readonly string[]): Promise<ReadonlyMap<string, string>>;
+  /**
    * The instance's call handling, read when a call offer arrives
    * (docs/decisions/0026-chats-edits-polls-and-calls.md): with `reject` the engine rejects the call and sends
    * `message` (when set) to the caller. Absent: calls are never rejected.

@@ -9,7 +9,8 @@ import type { Runner, Runners } from './runners.ts';
 /**
  * Releases the instance's sends waiting for a new-chat slot by user, as many users as the new-chats-per-day window has
  * slots free at `now` (epoch ms), in the order they wait (docs/decisions/0013-pacing.md; src/store/send-job-slots.ts):
- * the cap (`pacing.newChatsPerDay`) less the users the window counts (src/store/send-pacing.ts `countNewChatsSince`)
+ * the cap (`pacing.newChatsPerDay`) less the users the window counts (src/store/send-pacing.ts `countNewChatsSince`, read up
+ * to the cap)
  * less the users released before and none of whose sends is claimed yet (`Runner.slotChats`), all of them when no cap
  * is set. A user (a chat; a LID whose pair is kept is its phone JID's user) takes one slot and all their waiting sends,
  * by number and by LID, are released together: the first relayed opens the chat, the others go to a known chat. A user
@@ -45,7 +46,9 @@ export async function releaseFreedSlots(
     return;
   }
   const since = now - DAY_MS;
-  const counted = await countNewChatsSince(db, instanceId, since);
+  // Counted up to the cap (at least 1, so a window counting anyone is looked at again when it frees a slot): no slot
+  // is free at the cap, and the window's oldest relay is read whenever it counts one.
+  const counted = await countNewChatsSince(db, instanceId, since, Math.max(cap, 1));
   let free = cap - counted - runner.slotChats.size;
   while (free > 0) {
     const { released, more } = await releaseSlotWaiters(db, instanceId, now, free);

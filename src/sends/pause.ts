@@ -241,7 +241,9 @@ export class PaceKeeper {
         await markNewChatsSince(db, job.instanceId, since);
         this.#recount.delete(job.instanceId);
       }
-      if ((await countNewChatsSince(db, job.instanceId, since)) >= pacing.newChatsPerDay) {
+      // Counted up to the cap: the check needs no more (src/store/send-pacing.ts `countNewChatsSince`).
+      const counted = await countNewChatsSince(db, job.instanceId, since, pacing.newChatsPerDay);
+      if (counted >= pacing.newChatsPerDay) {
         const frees = newChatSlotFreesAt((await oldestNewChatSince(db, job.instanceId, since)) ?? clock());
         const error = new DomainError(
           'rate_limited',

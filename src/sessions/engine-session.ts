@@ -1,11 +1,11 @@
-import type { Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Instance } from '../domain/instance.ts';
 import type { ConnectionState, EngineEvent } from '../domain/messages.ts';
-import type { AuthEntry, EngineSession } from '../engines/engine.ts';
+import type { AuthEntry, EngineSession, EngineSessionContext } from '../engines/engine.ts';
 import { SessionStatusTracker } from '../events/session-status.ts';
 import { SqlAuthStateStore } from '../store/engine-auth.ts';
 import type { LeaseFence } from '../store/leases.ts';
-import { findLidMappingByLid } from '../store/lid-mappings.ts';
+import { findLidMappingByLid, findLidPhones } from '../store/lid-mappings.ts';
 import type { Database } from '../store/schema.ts';
 import { RetryingAuthStateStore } from './auth-retry.ts';
 import type { RecordBacklog } from './backlog.ts';
@@ -168,9 +168,23 @@ export function createEngineSession(
     emitWith,
     waiting: () => backlog.enter(),
     findMessage: (id) => findMessage(instanceId, id),
-    keptLidPhone: async (lid) => (await findLidMappingByLid(db, instanceId, lid))?.phone,
+    ...keptPairReads(db, instanceId),
     ...(callSettings ? { callSettings: () => callSettings(instanceId) } : {}),
     logger: sessionLogger,
     clock,
   });
+}
+
+/**
+ * The reads of the phone↔LID pairs `instanceId` keeps (`lid_mappings`, docs/decisions/0038-lid-mappings.md) an engine
+ * session's context offers: one LID's phone by its key, and many LIDs' phones in one statement (per 500 LIDs).
+ */
+export function keptPairReads(
+  db: Kysely<Database>,
+  instanceId: string,
+): Required<Pick<EngineSessionContext, 'keptLidPhone' | 'keptLidPhones'>> {
+  return {
+    keptLidPhone: async (lid) => (await findLidMappingByLid(db, instanceId, lid))?.phone,
+    keptLidPhones: (lids) => findLidPhones(db, instanceId, lids),
+  };
 }

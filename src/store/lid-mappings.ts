@@ -53,6 +53,30 @@ const UPSERT_LID_MAPPINGS = compiledListStatement<Record<never, never>, Insertab
       ),
 );
 
+/**
+ * The phone numbers (digits) of the pairs `instanceId` keeps for `lids` (LID digits), by LID; a LID with none kept is
+ * absent. One statement per {@link LOOKUP_CHUNK} LIDs (an `in` list read through the primary key).
+ * @throws the store's error.
+ */
+export async function findLidPhones(
+  db: Kysely<Database>,
+  instanceId: string,
+  lids: readonly string[],
+): Promise<Map<string, string>> {
+  const unique = [...new Set(lids)];
+  const phones = new Map<string, string>();
+  for (let start = 0; start < unique.length; start += LOOKUP_CHUNK) {
+    const rows = await db
+      .selectFrom('lid_mappings')
+      .select(['lid', 'phone'])
+      .where('instance_id', '=', instanceId)
+      .where('lid', 'in', unique.slice(start, start + LOOKUP_CHUNK))
+      .execute();
+    for (const row of rows) phones.set(row.lid, row.phone);
+  }
+  return phones;
+}
+
 /** The pair of LID `lid` (digits) of `instanceId`, or undefined when none was stored. */
 export async function findLidMappingByLid(
   db: Kysely<Database>,

@@ -52,41 +52,55 @@ const releaseAll = compiledStatement<ReleaseArgs, ReleasedRow>((db, arg) =>
 /**
  * The waiting sends of the instance's first `limit` users in wait order, back to their places: the users
  * (`jobChatUser`: a LID with a kept pair is its phone JID's user) are those of the waiting sends no waiting send to the
- * same user comes before (the first of each user), in their order through `send_jobs_due`, and every waiting send to
- * one of them is released, by number and by LID alike.
+ * same user comes before (the first of each user), in their order (`run_at`, then `seq`), and every waiting send to
+ * one of them is released, by number and by LID alike. The waiting sends are read once through `send_jobs_due`, each
+ * one's user worked out once (`waiting`, materialized: one look-up of a pair by its key per send by LID); they are
+ * numbered within their user in wait order (`row_number()`) and the first `limit` firsts taken (`firsts`); the sends
+ * of those users are then written by key. Linear in the waiting sends, and a sort of them. Before, the first of each
+ * user was found by comparing every waiting send with every one before it, both users worked out again for each
+ * pair: quadratic in a backlog held at the cap (docs/decisions/0013-pacing.md).
  */
 const releaseFirstUsers = compiledWithLimit<ReleaseArgs, ReleasedRow>((db, arg, limit) =>
   db
+    .with(
+      (cte) => cte('waiting').materialized(),
+      (qb) =>
+        qb
+          .selectFrom('send_jobs as w')
+          .select(['w.id', 'w.run_at', 'w.seq', jobChatUser('w').as('chat_user')])
+          .where('w.instance_id', '=', arg('instanceId'))
+          .where('w.status', '=', PENDING)
+          .where('w.run_at', '>=', SLOT_WAIT),
+    )
+    .with('firsts', (qb) =>
+      qb
+        .selectFrom((numbered) =>
+          numbered
+            .selectFrom('waiting')
+            .select(['chat_user', 'run_at', 'seq'])
+            .select(
+              sql<number>`row_number() over (partition by ${sql.ref('chat_user')} order by ${sql.ref('run_at')}, ${sql.ref('seq')})`.as(
+                'turn',
+              ),
+            )
+            .as('n'),
+        )
+        .select('n.chat_user')
+        .where('n.turn', '=', sql.lit(1))
+        .orderBy('n.run_at')
+        .orderBy('n.seq')
+        .limit(limit),
+    )
     .updateTable('send_jobs')
     .set({ run_at: sql<number>`run_at - ${SLOT_WAIT}`, updated_at: arg('now') })
     .where('instance_id', '=', arg('instanceId'))
     .where('status', '=', PENDING)
     .where('run_at', '>=', SLOT_WAIT)
-    .where(jobChatUser('send_jobs'), 'in', (inner) =>
+    .where('id', 'in', (inner) =>
       inner
-        .selectFrom('send_jobs as w')
-        .select(jobChatUser('w').as('user'))
-        .where('w.instance_id', '=', arg('instanceId'))
-        .where('w.status', '=', PENDING)
-        .where('w.run_at', '>=', SLOT_WAIT)
-        .where(({ not, exists, selectFrom }) =>
-          not(
-            exists(
-              selectFrom('send_jobs as e')
-                .select(sql.lit(1).as('one'))
-                .where('e.instance_id', '=', arg('instanceId'))
-                .where('e.status', '=', PENDING)
-                .where('e.run_at', '>=', SLOT_WAIT)
-                // Bounds the index range to the sends before it, as the exact order below cannot.
-                .where('e.run_at', '<=', sql.ref<number>('w.run_at'))
-                .where(sql<boolean>`(e.run_at < w.run_at or (e.run_at = w.run_at and e.seq < w.seq))`)
-                .where(sql<boolean>`${jobChatUser('e')} = ${jobChatUser('w')}`),
-            ),
-          ),
-        )
-        .orderBy('w.run_at')
-        .orderBy('w.seq')
-        .limit(limit),
+        .selectFrom('waiting')
+        .select('waiting.id')
+        .where('waiting.chat_user', 'in', (firsts) => firsts.selectFrom('firsts').select('firsts.chat_user')),
     )
     .returning(['id', 'chat', jobChatUser('send_jobs').as('user'), 'run_at', 'seq']),
 );
@@ -102,7 +116,8 @@ const releaseFirstUsers = compiledWithLimit<ReleaseArgs, ReleasedRow>((db, arg, 
  * `run_at` it waited with (its place, the time its slot was first expected), so it is due from then on in that place
  * and claimed in its turn, its claim checking the cap again; `now` (epoch ms) is its `updated_at`. One compiled
  * statement either way, reading the instance's waiting sends through `send_jobs_due` and, for those sent to a LID, its
- * pair by its key (with a limit: the first send of each user until `limit` users, then the users' waiting sends).
+ * pair by its key (with a limit: the waiting sends, each user's first among them by a sort, then the first `limit`
+ * users' waiting sends): linear in the waiting sends, and a sort.
  * @returns the sends released, in their order (`run_at`, then `seq`), and whether more may still wait (`limit` users
  *   released).
  * @throws the store's error.

@@ -52,25 +52,41 @@ export function jobChatUser(table: string): RawBuilder<string> {
 
 /**
  * How many users the relays of the instance's account opened a chat with since `since` (epoch ms): the
- * new-chats-per-day count. A user counts once whichever address their relays named them by ({@link jobChatUser}: by
- * number, or by a LID whose pair is kept now), so two relays each counted as opening a chat, one by number and one by
- * LID before the pair was learned, count one chat (docs/decisions/0013-pacing.md). The relays of an account that
- * logged out since are not counted ({@link retireAccountRelays}). One statement through `send_jobs_new_chats`, one
- * look-up of a pair by its key per LID relay.
+ * new-chats-per-day count, or `atMost` when it counts that many or more (a whole number ≥ 0: the cap, all its checks
+ * ask). A user counts once whichever address their relays named them by ({@link jobChatUser}: by number, or by a LID
+ * whose pair is kept now), so two relays each counted as opening a chat, one by number and one by LID before the pair
+ * was learned, count one chat (docs/decisions/0013-pacing.md). The relays of an account that logged out since are not
+ * counted ({@link retireAccountRelays}). One statement through `send_jobs_new_chats`, one look-up of a pair by its key
+ * per LID relay read. With `atMost` the distinct users are read until `atMost` are found and no further: a window
+ * holding more relays than the cap (a cap lowered, relays counted before it was set) is not read whole at every
+ * chat-opening send. @throws the store's error.
  */
 export async function countNewChatsSince(
   db: Kysely<Database>,
   instanceId: string,
   since: number,
+  atMost?: number,
 ): Promise<number> {
-  const row = await db
+  const window = db
     .selectFrom('send_jobs')
-    .select(sql<number>`count(distinct ${jobChatUser('send_jobs')})`.as('n'))
     .where('instance_id', '=', instanceId)
     .where('status', '=', SENT)
     .where('new_chat', '=', NEW_CHAT)
     .where('sent_at', '>=', since)
-    .where('logged_out_at', 'is', null)
+    .where('logged_out_at', 'is', null);
+  if (atMost === undefined) {
+    const row = await window
+      .select(sql<number>`count(distinct ${jobChatUser('send_jobs')})`.as('n'))
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+  if (!Number.isSafeInteger(atMost) || atMost < 0)
+    throw new RangeError(`atMost must be a whole number ≥ 0, got ${atMost}`);
+  if (atMost === 0) return 0;
+  const users = window.select(jobChatUser('send_jobs').as('chat_user')).distinct().limit(atMost);
+  const row = await db
+    .selectFrom(users.as('u'))
+    .select((eb) => eb.fn.countAll<number>().as('n'))
     .executeTakeFirst();
   return Number(row?.n ?? 0);
 }

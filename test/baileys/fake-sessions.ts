@@ -24,8 +24,11 @@ export interface FakeSessionOptions {
   engine?: Partial<BaileysEngineOptions>;
   /** The session's clock (default: fixed at 2030-01-01T00:00:00Z). */
   clock?: Clock;
-  /** Parts of the session's context to replace (its logger, its `findMessage`), before the session is made. */
-  context?: Partial<Pick<EngineSessionContext, 'logger' | 'findMessage'>>;
+  /**
+   * Parts of the session's context to replace (its logger, its `findMessage`, its reads of the kept LID pairs),
+   * before the session is made.
+   */
+  context?: Partial<Pick<EngineSessionContext, 'logger' | 'findMessage' | 'keptLidPhone' | 'keptLidPhones'>>;
 }
 
 /** A live session over fake sockets, with what a test reads of it. */

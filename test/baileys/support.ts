@@ -51,9 +51,16 @@ export interface LiveFixture {
   instanceIds: string[];
 }
 
-/** Creates a store (SQLite or PostgreSQL) with `count` live instances. */
-export async function liveFixture(dialect: TestDialect, count = 1): Promise<LiveFixture> {
-  const test = await createTestStore(dialect);
+/**
+ * Creates a store (SQLite or PostgreSQL) with `count` live instances; `options` go to the store
+ * (../support/store.ts `createTestStore`: a fault hook that sees every statement's SQL text).
+ */
+export async function liveFixture(
+  dialect: TestDialect,
+  count = 1,
+  options: Parameters<typeof createTestStore>[1] = {},
+): Promise<LiveFixture> {
+  const test = await createTestStore(dialect, options);
   const org = await createOrganization(test.store.db, { name: `org-${randomUUID()}`, plan: 'free' });
   const instanceIds: string[] = [];
   for (let i = 0; i < count; i++) {

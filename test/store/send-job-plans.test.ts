@@ -158,6 +158,8 @@ for (const dialect of testDialects()) {
     it("the new-chats-per-day counts read send_jobs_new_chats, and a LID job's pair by its key", async () => {
       for (const call of [
         () => countNewChatsSince(traced.store.db, 'i-1', 0),
+        // Up to the cap, as the checks ask it.
+        () => countNewChatsSince(traced.store.db, 'i-1', 0, 5),
         () => oldestNewChatSince(traced.store.db, 'i-1', 0),
       ]) {
         const text = await statementOf(call);

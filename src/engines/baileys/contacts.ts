@@ -104,22 +104,26 @@ export class ContactBook {
    * LID alone when it was written: a user whose number it keeps private) is named by the phone JID `ctx`'s resolver
    * knows for it now, and merged with the one stored under that phone JID (each name taken from the phone JID's entry
    * when it has one): a LID whose pair is known names nobody in the contacts list (docs/decisions/0038-lid-mappings.md).
+   * The LIDs are resolved together (./jid.ts `JidResolver.resolveAll`): one read of the socket's mapping store and one
+   * of parley's kept pairs for those memory does not know, whatever their number (before, one of each per contact).
    * @throws the store's error.
    */
   async list(ctx: MappingContext): Promise<Contact[]> {
     const all = await this.#store.list(CONTACTS_CATEGORY);
     const byJid = new Map<string, Contact>();
-    const renamed: Contact[] = [];
+    const byLid: Contact[] = [];
     for (const text of all.values()) {
       const contact = JSON.parse(text) as Contact;
-      if (!isLidLike(contact.jid)) {
-        byJid.set(contact.jid, contact);
-        continue;
-      }
-      const { jid, resolved } = await ctx.resolver.resolve(contact.jid);
-      if (resolved) renamed.push({ ...contact, jid });
+      if (isLidLike(contact.jid)) byLid.push(contact);
       else byJid.set(contact.jid, contact);
     }
+    const names = await ctx.resolver.resolveAll(byLid.map((contact) => contact.jid));
+    const renamed: Contact[] = [];
+    byLid.forEach((contact, i) => {
+      const named = names[i];
+      if (named?.resolved) renamed.push({ ...contact, jid: named.jid });
+      else byJid.set(contact.jid, contact);
+    });
     for (const contact of renamed) {
       const kept = byJid.get(contact.jid);
       byJid.set(

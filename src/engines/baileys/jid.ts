@@ -19,6 +19,11 @@ import { phoneOfJid, USER_DOMAIN } from '../../domain/messages.ts';
 export interface LidLookup {
   /** The phone JID (possibly device-qualified) of a LID, or null when the platform never told us. */
   getPNForLID(lid: string): Promise<string | null>;
+  /**
+   * The pairs of the `lids` (LID JIDs) the store knows, each as `{ lid, pn }` with `lid` as asked, or null when it
+   * knows none: one read of the store for them all (Baileys 7 `getPNsForLIDs`). Absent: each is asked alone.
+   */
+  getPNsForLIDs?(lids: string[]): Promise<{ lid: string; pn: string }[] | null>;
 }
 
 /**
@@ -46,6 +51,12 @@ export interface JidResolverOptions {
    * parley stored before a restart or a hand-over still names its user by phone JID. Default: not asked.
    */
   kept?: (lid: string) => Promise<string | undefined>;
+  /**
+   * {@link kept} for many LIDs (digits) at once, one read of parley's store for them all: the phone number (digits)
+   * of each LID it keeps a pair for, by LID. Asked by {@link JidResolver.resolveAll}; absent, {@link kept} is asked
+   * for each LID.
+   */
+  keptMany?: (lids: readonly string[]) => Promise<ReadonlyMap<string, string>>;
   /**
    * How many LIDs that neither the socket's store nor {@link kept} knew stay remembered as unknown, so each costs one
    * store read per session rather than one per event: a whole number of at least 1; default 10,000. A LID leaves that
@@ -77,6 +88,7 @@ export class JidResolver {
   readonly #untold = new Set<string>();
   readonly #lookup: () => LidLookup | undefined;
   readonly #kept: ((lid: string) => Promise<string | undefined>) | undefined;
+  readonly #keptMany: ((lids: readonly string[]) => Promise<ReadonlyMap<string, string>>) | undefined;
   /**
    * LIDs (digits) {@link JidResolverOptions.kept} was asked and did not know: not asked again until remembered.
    * parley keeps only pairs its engine reported or looked up through the socket's store, which is asked first, so
@@ -93,6 +105,7 @@ export class JidResolver {
     });
     this.#lookup = options.lookup ?? (() => undefined);
     this.#kept = options.kept;
+    this.#keptMany = options.keptMany;
     this.#unknown = new BoundedMap(options.unknownCapacity ?? 10_000);
     this.#onLookupError = options.onLookupError ?? (() => undefined);
     this.#onLearned = options.onLearned ?? (() => undefined);
@@ -173,6 +186,114 @@ export class JidResolver {
     const phone = key === null ? undefined : await this.#keptPhone(key, plainLid);
     if (phone !== undefined) return { jid: `${phone}@${USER_DOMAIN}`, resolved: true };
     return { jid: plainLid, resolved: false };
+  }
+
+  /**
+   * {@link resolve} for many JIDs (no alternate field), in their order, with one read of each store for the LIDs
+   * memory does not know: the socket's mapping store (`getPNsForLIDs`, when it has it), then parley's kept pairs
+   * (`keptMany`, when given) for those it did not know either; each LID once, however many of `jids` name it. Answers
+   * as {@link resolve} would, one JID after another (a pair found is remembered and told, a kept one only
+   * remembered, a LID kept nowhere remembered as unknown; a store that fails is reported for each LID it was asked
+   * and leaves them unresolved). Used where a list names many users (the contacts list,
+   * docs/decisions/0038-lid-mappings.md): a read per LID cost one statement per contact.
+   */
+  async resolveAll(jids: readonly string[]): Promise<ResolvedJid[]> {
+    const lookup = this.#lookup();
+    /** The LIDs memory does not know, by their digits: their plain JID. */
+    const asked = new Map<string, string>();
+    for (const jid of jids) {
+      const key = isLidLike(jid) ? lidUser(jid) : null;
+      if (key !== null && !this.#pairs.has(key)) asked.set(key, jidNormalizedUser(jid));
+    }
+    /** The phone JID found for each LID asked, by its digits (kept here too: memory is bounded). */
+    const found = new Map<string, string>();
+    if (asked.size > 0 && lookup !== undefined) await this.#lookUpAll(lookup, asked, found);
+    if (asked.size > found.size && this.#keptMany !== undefined) await this.#keptAll(asked, found);
+    const resolved: ResolvedJid[] = [];
+    for (const jid of jids) {
+      const key = isLidLike(jid) ? lidUser(jid) : null;
+      if (key === null) {
+        resolved.push(await this.resolve(jid));
+        continue;
+      }
+      const known = this.#pairs.use(key) ?? found.get(key);
+      if (known !== undefined) {
+        resolved.push({ jid: known, resolved: true });
+        continue;
+      }
+      const plainLid = jidNormalizedUser(jid);
+      // Without `keptMany`, parley's kept pairs are asked per LID, as resolve does (once: the answer is remembered).
+      const phone = this.#keptMany === undefined ? await this.#keptPhone(key, plainLid) : undefined;
+      resolved.push(
+        phone === undefined
+          ? { jid: plainLid, resolved: false }
+          : { jid: `${phone}@${USER_DOMAIN}`, resolved: true },
+      );
+    }
+    return resolved;
+  }
+
+  /**
+   * Asks the socket's mapping store for the LIDs of `asked` (digits → plain JID), at once when it has a batch read,
+   * else one after another: each pair found is remembered (and told) and put in `found` (digits → phone JID). A failed
+   * read is reported for each LID it asked.
+   */
+  async #lookUpAll(
+    lookup: LidLookup,
+    asked: ReadonlyMap<string, string>,
+    found: Map<string, string>,
+  ): Promise<void> {
+    const pns = new Map<string, string>();
+    const plainLids = [...asked.values()];
+    if (lookup.getPNsForLIDs) {
+      try {
+        for (const pair of (await lookup.getPNsForLIDs(plainLids)) ?? []) pns.set(pair.lid, pair.pn);
+      } catch (error) {
+        for (const plainLid of plainLids) this.#onLookupError(error, plainLid);
+      }
+    } else {
+      for (const plainLid of plainLids) {
+        try {
+          const pn = await lookup.getPNForLID(plainLid);
+          if (pn) pns.set(plainLid, pn);
+        } catch (error) {
+          this.#onLookupError(error, plainLid);
+        }
+      }
+    }
+    for (const [key, plainLid] of asked) {
+      const pn = pns.get(plainLid);
+      if (pn === undefined || !isPhoneLike(pn)) continue;
+      this.remember(plainLid, pn);
+      found.set(key, toPhoneJid(pn) ?? jidNormalizedUser(pn));
+    }
+  }
+
+  /**
+   * Asks parley's kept pairs (`keptMany`, one read) for the LIDs of `asked` not in `found` and not known to have none:
+   * each pair kept is remembered without being told and put in `found`, each LID with none remembered as unknown. A
+   * failed read is reported for each LID it asked, which stay unresolved.
+   */
+  async #keptAll(asked: ReadonlyMap<string, string>, found: Map<string, string>): Promise<void> {
+    if (this.#keptMany === undefined) return;
+    const lids = [...asked.keys()].filter((lid) => !found.has(lid) && !this.#unknown.has(lid));
+    if (lids.length === 0) return;
+    let phones: ReadonlyMap<string, string>;
+    try {
+      phones = await this.#keptMany(lids);
+    } catch (error) {
+      for (const lid of lids) this.#onLookupError(error, asked.get(lid) ?? `${lid}@lid`);
+      return;
+    }
+    for (const lid of lids) {
+      const phone = phones.get(lid);
+      if (phone === undefined || !/^\d{1,20}$/.test(phone)) {
+        this.#unknown.set(lid, true);
+        continue;
+      }
+      this.remember(asked.get(lid) ?? `${lid}@lid`, `${phone}@${USER_DOMAIN}`, false);
+      found.set(lid, `${phone}@${USER_DOMAIN}`);
+    }
   }
 
   /**

@@ -98,6 +98,7 @@ export function sessionParts(
     // parley's kept pairs, so a LID known before a restart or a hand-over is named by phone JID
     // (docs/decisions/0038-lid-mappings.md).
     ...(context.keptLidPhone ? { kept: context.keptLidPhone.bind(context) } : {}),
+    ...(context.keptLidPhones ? { keptMany: context.keptLidPhones.bind(context) } : {}),
     onLookupError: (error, lid) =>
       context.logger.warn({ err: error, lid }, 'LID lookup failed; passing the LID on unresolved'),
     onLearned: (mapping) => learned.add(mapping),
