@@ -1,7 +1,7 @@
 import { DomainError } from '../domain/errors.ts';
 import type { EventType, Instance } from '../domain/instance.ts';
 import type { EventCommits } from '../events/event-commits.ts';
-import type { EventLogPage, EventLogService, LoggedEvent } from './events.ts';
+import type { EventLogPage, EventLogRequest, EventLogService, LoggedEvent } from './events.ts';
 
 /** Most events one read of a stream takes from the event log (one page; what a slow consumer can hold up). */
 export const STREAM_PAGE_SIZE = 100;
@@ -18,6 +18,43 @@ export const STREAM_POLL_MS = 1000;
  * One short word, as a WebSocket close reason is cut at 123 bytes (the SSE `end` event carries the whole message).
  */
 export const STREAM_POSITION = 'position';
+
+/**
+ * The reads of the event log that the streams of one node ask for in one turn of the event loop
+ * (docs/decisions/0118-stream-reads-shared-in-a-turn.md): those of one instance, at one position, for the same types
+ * and page size, are made once, at the turn's end, and each asker gets that read's page. A commit wakes every stream
+ * of its instance at once, and live streams stand at the same position: a few hundred consumers of an instance read
+ * one page a commit instead of taking a pool connection each, ahead of every other request of the node. A read starts
+ * after every ask it answers, so its snapshot is taken after each asker's wake-up and holds what woke it.
+ */
+export class SharedPageReads {
+  readonly #log: EventLogService;
+  /** Reads asked in this turn and not started yet, by what they read. */
+  readonly #asked = new Map<string, Promise<EventLogPage>>();
+
+  constructor(log: EventLogService) {
+    this.#log = log;
+  }
+
+  /**
+   * The page `request` asks of `instance`'s log, read at the end of this turn with the other asks of the same page.
+   * @throws as `EventLogService.page`, to every asker of the read.
+   */
+  page(instance: Instance, request: EventLogRequest): Promise<EventLogPage> {
+    const types = request.types === undefined ? [] : [...request.types].sort();
+    const key = JSON.stringify([instance.id, request.after, request.limit, types, request.field ?? '']);
+    let read = this.#asked.get(key);
+    if (read === undefined) {
+      read = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+        // Started: an ask from now on is answered by a read of its own, whose snapshot follows it.
+        this.#asked.delete(key);
+        return this.#log.page(instance, request);
+      });
+      this.#asked.set(key, read);
+    }
+    return read;
+  }
+}
 
 /** Where a stream starts and what it carries. */
 export interface EventTailOptions {
@@ -42,7 +79,7 @@ export interface EventTailOptions {
  * one page at most. {@link close} it when done; it unsubscribes from the wake-ups.
  */
 export class EventTail {
-  readonly #log: EventLogService;
+  readonly #log: SharedPageReads;
   readonly #instance: Instance;
   readonly #types: readonly EventType[] | undefined;
   readonly #recheck: () => Promise<void>;
@@ -56,7 +93,8 @@ export class EventTail {
   #wake: (() => void) | undefined;
 
   constructor(deps: {
-    log: EventLogService;
+    /** The node's shared reads of the log (docs/decisions/0118-stream-reads-shared-in-a-turn.md). */
+    log: SharedPageReads;
     commits: EventCommits;
     instance: Instance;
     options: EventTailOptions;
@@ -155,10 +193,11 @@ export class EventTail {
 /**
  * Live streams of an instance's events (docs/decisions/0031-event-stream.md, `GET /v1/events/stream`): tails of
  * the event log (docs/decisions/0030-event-log.md) woken by this node's commits ({@link EventCommits}) and read on a
- * timer for the other nodes' ones.
+ * timer for the other nodes' ones. The tails of one service share the reads of a turn ({@link SharedPageReads},
+ * docs/decisions/0118-stream-reads-shared-in-a-turn.md).
  */
 export class EventStreamService {
-  readonly #log: EventLogService;
+  readonly #log: SharedPageReads;
   readonly #commits: EventCommits;
   readonly #pollMs: number;
   readonly #pageSize: number;
@@ -169,7 +208,7 @@ export class EventStreamService {
     pollMs?: number;
     pageSize?: number;
   }) {
-    this.#log = deps.eventLog;
+    this.#log = new SharedPageReads(deps.eventLog);
     this.#commits = deps.commits;
     this.#pollMs = deps.pollMs ?? STREAM_POLL_MS;
     this.#pageSize = deps.pageSize ?? STREAM_PAGE_SIZE;

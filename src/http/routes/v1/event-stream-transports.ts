@@ -18,6 +18,14 @@ import { INSTANCE_ID_HEADER } from './events.ts';
 /** How often an idle stream sends a heartbeat (SSE: a comment line; WebSocket: a ping), ms. */
 export const HEARTBEAT_MS = 15_000;
 
+/**
+ * Heartbeats in a row that may find a server-sent events page still waiting for its consumer before the connection is
+ * cut: 2, so a consumer that has not taken a page a whole {@link HEARTBEAT_MS} after a heartbeat found it waiting (15 to
+ * 30 s after it stalled) is cut, as a WebSocket peer whose page holds back the ping behind it is (docs/decisions/0031-event-stream.md "Slow
+ * consumers").
+ */
+export const STALLED_HEARTBEATS = 2;
+
 /** WebSocket close code and reason when the server shuts down (RFC 6455 §7.4.1 1001 "going away"). */
 export const SHUTDOWN_CLOSE = { code: 1001, reason: 'server shutting down' } as const;
 
@@ -117,8 +125,9 @@ function cutAfterGrace(done: Promise<void>, cut: () => void): void {
 /**
  * Serves `tail` as server-sent events on `raw` (the reply was hijacked): headers at once (`x-instance-id` the
  * streamed instance's UUID, `instanceId`: docs/decisions/0091-event-reads-name-their-instance.md), then pages of
- * events, a comment line every {@link HEARTBEAT_MS}, and, when the server ends the stream, an `end` event whose data
- * is the error envelope saying why (401, 403, 404, 409: do not reconnect from there; 503: reconnect with
+ * events, a comment line every {@link HEARTBEAT_MS} while no page waits (a consumer that leaves a page waiting for
+ * {@link STALLED_HEARTBEATS} heartbeats has its connection cut), and, when the server ends the stream, an `end` event
+ * whose data is the error envelope saying why (401, 403, 404, 409: do not reconnect from there; 503: reconnect with
  * `Last-Event-ID`). Resolves when the stream is over; registers itself in `open` until its response closed (an `end`
  * a stalled consumer has not taken keeps it there), and ends at once with `end` 503 when the server is already
  * closing. At shutdown, a response whose end is not flushed within {@link SHUTDOWN_GRACE_MS} has its socket destroyed.
@@ -161,8 +170,27 @@ export async function serveSse(
     },
   };
   register(options.open, stream);
+  /** Heartbeats that found a page still waiting for the consumer to take it (0 once it drained). */
+  let stalled = 0;
   const heartbeat = setInterval(() => {
-    if (!ended) raw.write(': heartbeat\n\n');
+    if (ended) return;
+    if (!raw.writableNeedDrain) {
+      stalled = 0;
+      raw.write(': heartbeat\n\n');
+      return;
+    }
+    // A page is waiting: the connection is not idle, and a heartbeat would only pile up behind it. A page the
+    // consumer still has not taken at the next heartbeat means a consumer gone or reading nothing, as a WebSocket
+    // peer whose page holds back the ping behind it: cut it, so it holds neither its page, its tail and its
+    // connection for ever nor escapes the recheck (which runs between pages). It resumes with the `id` of the last
+    // whole event it got.
+    stalled++;
+    if (stalled < STALLED_HEARTBEATS) return;
+    options.log.info(
+      { position: tail.position },
+      'event stream consumer took no page for a heartbeat interval; cutting it',
+    );
+    raw.destroy();
   }, HEARTBEAT_MS);
   let gone = false;
   // The client's going ends the tail: a pending read answers null, and the loop stops.
