@@ -9,7 +9,15 @@ import { after, before, describe, it } from 'node:test';
 import type { Simulator } from '../../sim/simulator.ts';
 import { testDialects } from '../support/store.ts';
 import { messageRow } from './observe.ts';
-import { control, type LiveApp, liveApp, pairLive, startTestSimulator, until } from './support.ts';
+import {
+  control,
+  type LiveApp,
+  liveApp,
+  pairLive,
+  simulatedUser,
+  startTestSimulator,
+  until,
+} from './support.ts';
 
 for (const dialect of testDialects()) {
   describe(`live engine: receipts from another chat (${dialect})`, () => {
@@ -19,11 +27,7 @@ for (const dialect of testDialects()) {
     const ana = '5541988887100';
     const bia = '5541977776100';
 
-    const user = (phone: string) => {
-      const found = sim.context.accounts.get(phone);
-      assert.ok(found, phone);
-      return found;
-    };
+    const user = (phone: string) => simulatedUser(sim, phone);
     /** The recorded events of `type`, parsed, in sequence order. */
     const eventsOf = async (type: string) => {
       const rows = await app.t.services.store.db

@@ -12,7 +12,15 @@ import type { Simulator } from '../../sim/simulator.ts';
 import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
 import { messageRow, waitForWebhook } from './observe.ts';
-import { control, type LiveApp, liveApp, pairLive, startTestSimulator, until } from './support.ts';
+import {
+  control,
+  type LiveApp,
+  liveApp,
+  pairLive,
+  simulatedUser,
+  startTestSimulator,
+  until,
+} from './support.ts';
 
 const Types = proto.Message.ProtocolMessage.Type;
 
@@ -26,11 +34,7 @@ for (const dialect of testDialects()) {
     const bia = '5541977776666';
     const shopJid = `${shop}@s.whatsapp.net`;
 
-    const user = (phone: string) => {
-      const found = sim.context.accounts.get(phone);
-      assert.ok(found, phone);
-      return found;
-    };
+    const user = (phone: string) => simulatedUser(sim, phone);
     /** User `from` sends the account a raw protocolMessage of `type` naming message `id`. */
     const forge = (from: string, id: string, type: proto.Message.ProtocolMessage.Type, text?: string) =>
       sendMessage(sim.context.signalQueue, user(from), user(shop), {

@@ -12,7 +12,7 @@ import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
 import { bodies } from '../webhooks/support.ts';
 import { messageRow, waitForWebhook } from './observe.ts';
-import { control, type LiveApp, liveApp, pairLive, startTestSimulator } from './support.ts';
+import { control, type LiveApp, liveApp, pairLive, simulatedUser, startTestSimulator } from './support.ts';
 
 for (const dialect of testDialects()) {
   describe(`live engine: deletions in a group by the sender, an admin and a plain member (${dialect})`, () => {
@@ -25,11 +25,7 @@ for (const dialect of testDialects()) {
     const ana = '5541988880800';
     const bia = '5541977770800';
 
-    const user = (phone: string) => {
-      const found = sim.context.accounts.get(phone);
-      assert.ok(found, phone);
-      return found;
-    };
+    const user = (phone: string) => simulatedUser(sim, phone);
     /** Member `from` deletes for everyone message `id` that `sender` sent to the group. */
     const revoke = (from: string, sender: string, id: string) =>
       sendGroupText(sim.context, user(from), groupJid, {

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import type { User } from '../../sim/model/accounts.ts';
 import { type Simulator, startSimulator } from '../../sim/simulator.ts';
 import type { ApiResponse, ManualClock, TestApp, TestAppOptions } from '../support/app.ts';
 import type { TestDialect, TestStore } from '../support/store.ts';
@@ -49,6 +50,16 @@ export function startTestSimulator(): Promise<Simulator> {
 }
 
 /** Calls the simulator's control API; resolves with status and parsed JSON body. */
+/**
+ * The simulated user of `phone` on `sim` (its inbox, keys and devices), asserting that it exists.
+ * @throws AssertionError when the simulator has no user of that number.
+ */
+export function simulatedUser(sim: Simulator, phone: string): User {
+  const found = sim.context.accounts.get(phone);
+  assert.ok(found, `simulated user ${phone}`);
+  return found;
+}
+
 export async function control(
   sim: Simulator,
   method: 'GET' | 'POST' | 'DELETE',

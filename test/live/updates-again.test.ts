@@ -19,6 +19,7 @@ import {
   type LiveApp,
   liveApp,
   pairLive,
+  simulatedUser,
   startTestSimulator,
   until,
   waitForStatus,
@@ -32,11 +33,7 @@ for (const dialect of testDialects()) {
     const shop = '5541999990100';
     const ana = '5541988887100';
 
-    const user = (phone: string) => {
-      const found = sim.context.accounts.get(phone);
-      assert.ok(found, phone);
-      return found;
-    };
+    const user = (phone: string) => simulatedUser(sim, phone);
 
     before(async () => {
       sim = await startTestSimulator();

@@ -15,7 +15,15 @@ import { type Receiver, startReceiver } from '../support/https-receiver.ts';
 import { testDialects } from '../support/store.ts';
 import { bodies } from '../webhooks/support.ts';
 import { waitForWebhook } from './observe.ts';
-import { control, type LiveApp, liveApp, pairLive, startTestSimulator, until } from './support.ts';
+import {
+  control,
+  type LiveApp,
+  liveApp,
+  pairLive,
+  simulatedUser,
+  startTestSimulator,
+  until,
+} from './support.ts';
 
 for (const dialect of testDialects()) {
   describe(`live engine: a poll vote relayed in another chat (${dialect})`, () => {
@@ -28,11 +36,7 @@ for (const dialect of testDialects()) {
     const shopJid = `${shop}@s.whatsapp.net`;
     const anaJid = `${ana}@s.whatsapp.net`;
     const biaJid = `${bia}@s.whatsapp.net`;
-    const user = (phone: string) => {
-      const found = sim.context.accounts.get(phone);
-      assert.ok(found, `simulated user ${phone}`);
-      return found;
-    };
+    const user = (phone: string) => simulatedUser(sim, phone);
 
     before(async () => {
       sim = await startTestSimulator();
