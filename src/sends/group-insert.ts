@@ -25,8 +25,10 @@ type Written = 'stored' | 'refused' | 'unknown';
 /**
  * The group commit of new send jobs (docs/decisions/0009-sends-as-jobs.md: a send is stored before its relay): the
  * jobs accepted in one turn of the event loop are written together at its end (src/ops/turn-group.ts), at most
- * {@link MAX_GROUP_INSERT} a statement, and each caller resolves once that commit holds its row. The send queue
- * (queue.ts `SendQueue.store`) owns one.
+ * {@link MAX_GROUP_INSERT} a statement, and each caller resolves once that commit holds its row. A job whose
+ * instance's account generation moved since its send was accepted (a logout committed) is refused in the same
+ * transaction, and the others are stored (send-jobs.ts `insertAcceptedSendJobs`,
+ * docs/decisions/0074-logout-cancels-pending-sends.md). The send queue (queue.ts `SendQueue.store`) owns one.
  *
  * A write whose connection broke after its statement went out has an unknown outcome (src/store/faults.ts
  * `outcomeUnknown`): the store may have committed the rows and only the answer was lost. Answering 503 then would
