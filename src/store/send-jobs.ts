@@ -3,6 +3,7 @@ import { extended } from '../domain/objects.ts';
 import type { SendJobStatus, SendMode } from '../domain/sends.ts';
 import { lockedAccountGenerations } from './account-generations.ts';
 import { compiledListStatement, isPostgres } from './compiled.ts';
+import { runLast } from './last-statement.ts';
 import { rowSetInsert } from './row-sets.ts';
 import type { Database, SendJobsTable } from './schema.ts';
 
@@ -140,10 +141,12 @@ export async function insertAcceptedSendJobs(
       checked.map((job) => job.instanceId),
     );
     const refused = new Set(checked.filter((job) => generations.get(job.instanceId) !== job.account));
-    await insertSendJobs(
-      trx,
-      jobs.filter((job) => !refused.has(job)),
-    );
+    const kept = jobs.filter((job) => !refused.has(job));
+    // On PostgreSQL the insert leaves with the commit (docs/decisions/0063-pipelined-commit.md): one round trip for
+    // both, after the read's.
+    if (kept.length > 0 && isPostgres(trx))
+      await runLast(trx, SEND_JOB_ROWS.recordSetQuery(trx, kept.map(newJobRow)));
+    else await insertSendJobs(trx, kept);
     return refused;
   });
 }
