@@ -308,11 +308,20 @@ export class MessagingService {
     // account linked since has nothing to claim (docs/decisions/0074-logout-cancels-pending-sends.md).
     if (session !== undefined && state !== undefined && !sameAccount(session, state))
       throw errors.notLoggedIn();
+    let written: Awaited<ReturnType<SendQueue['store']>>;
     try {
-      await this.#queue.store(job);
+      written = await this.#queue.store(job);
     } catch (error) {
       const earlier = await this.#storedEarlier(job, fixedId, error);
       return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
+    }
+    // A logout committed since the send was accepted, before its insert: nothing stored (unless an earlier forward of
+    // the same request stored it), as a logout seen before the store answers
+    // (docs/decisions/0074-logout-cancels-pending-sends.md).
+    if (written === 'refused') {
+      const earlier = await this.#storedUnder(instance, fixedId);
+      if (earlier) return { id: earlier.id, status: 'pending', sendAt: earlier.sendAt };
+      throw errors.notLoggedIn();
     }
     // The account logged out (or another linked) while the job was stored: the logout canceled the account's
     // pending sends before this job was stored, so it is canceled here, never relayed from the account linked next
@@ -388,6 +397,10 @@ export class MessagingService {
     fixedId: string | undefined,
   ): Promise<NewSendJob> {
     const now = this.#clock();
+    // The account generation the job is stored under: its insert stores nothing once a logout moved it
+    // (docs/decisions/0074-logout-cancels-pending-sends.md). Read before the acceptance's last look at the session:
+    // a logout recorded before this read changed the session's state before it, and that look sees it.
+    const account = await this.#queue.accountGeneration(instance.id, session);
     const id =
       fixedId ??
       (session
@@ -416,6 +429,7 @@ export class MessagingService {
       sendAt,
       maxAttempts: mode === 'sync' ? SYNC_MAX_ATTEMPTS : ASYNC_MAX_ATTEMPTS,
       now,
+      account,
     };
   }
 

@@ -4,8 +4,7 @@ import { TurnGroup } from '../ops/turn-group.ts';
 import { isStoreUnavailableError, outcomeUnknown } from '../store/faults.ts';
 import type { Database } from '../store/schema.ts';
 import {
-  insertSendJob,
-  insertSendJobs,
+  insertAcceptedSendJobs,
   type LateFailure,
   type NewSendJob,
   storeSendJobOnce,
@@ -17,14 +16,19 @@ import {
  */
 export const MAX_GROUP_INSERT = 200;
 
-/** How one job's write in its group ended: stored, or outcome unknown (the answer lost, `outcomeUnknown`). */
-type Written = 'stored' | 'unknown';
+/**
+ * How one job's write in its group ended: stored, refused (its instance's account changed since its send was
+ * accepted: nothing stored), or outcome unknown (the answer lost, `outcomeUnknown`).
+ */
+type Written = 'stored' | 'refused' | 'unknown';
 
 /**
  * The group commit of new send jobs (docs/decisions/0009-sends-as-jobs.md: a send is stored before its relay): the
  * jobs accepted in one turn of the event loop are written together at its end (src/ops/turn-group.ts), at most
- * {@link MAX_GROUP_INSERT} a statement, and each caller resolves once that commit holds its row. The send queue
- * (queue.ts `SendQueue.store`) owns one.
+ * {@link MAX_GROUP_INSERT} a statement, and each caller resolves once that commit holds its row. A job whose
+ * instance's account generation moved since its send was accepted (a logout committed) is refused in the same
+ * transaction, and the others are stored (send-jobs.ts `insertAcceptedSendJobs`,
+ * docs/decisions/0074-logout-cancels-pending-sends.md). The send queue (queue.ts `SendQueue.store`) owns one.
  *
  * A write whose connection broke after its statement went out has an unknown outcome (src/store/faults.ts
  * `outcomeUnknown`): the store may have committed the rows and only the answer was lost. Answering 503 then would
@@ -55,23 +59,24 @@ export class GroupInsert {
     this.#group = new TurnGroup<NewSendJob, Written>(
       {
         together: async (jobs) => {
+          let refused: ReadonlySet<NewSendJob>;
           try {
-            await insertSendJobs(db, jobs);
+            refused = await insertAcceptedSendJobs(db, jobs);
           } catch (error) {
             if (outcomeUnknown(error)) for (const job of jobs) this.#unknown.add(job);
             throw error;
           }
-          return jobs.map((): Written => 'stored');
+          return jobs.map((job): Written => (refused.has(job) ? 'refused' : 'stored'));
         },
         alone: async (job) => {
           if (this.#unknown.delete(job)) return 'unknown';
           try {
-            await insertSendJob(db, job);
+            const refused = await insertAcceptedSendJobs(db, [job]);
+            return refused.has(job) ? 'refused' : 'stored';
           } catch (error) {
             if (outcomeUnknown(error)) return 'unknown';
             throw error;
           }
-          return 'stored';
         },
         // Each job alone would fail the same way: no connection, or the store's own refusal of the moment.
         failsEach: (error) => isStoreUnavailableError(error) && !outcomeUnknown(error),
@@ -87,12 +92,15 @@ export class GroupInsert {
    * @returns `stored` when the row holds the job as written (`pending`, or `sending` held by its `claimedBy` with
    *   one attempt); `moved` when an answer was lost and a relay changed the job before the write again found it
    *   (claimed, handed back or ended, here or on another node): its outcome is then the relay's; `failed` when the
-   *   write again came after `late.at` and stored the job failed unsent.
+   *   write again came after `late.at` and stored the job failed unsent; `refused` when the instance's account
+   *   generation is no longer the job's `account` (a logout committed since its send was accepted): nothing is
+   *   stored, and the other jobs of its group are (docs/decisions/0074-logout-cancels-pending-sends.md).
    * @throws the store's error for this job (store faults as `store_unavailable` when its outcome is known, or the
    *   queue stopped while the store was away: docs/decisions/0011-store-faults.md).
    */
-  async store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed'> {
-    if ((await this.#group.add(job)) === 'stored') return 'stored';
+  async store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed' | 'refused'> {
+    const written = await this.#group.add(job);
+    if (written !== 'unknown') return written;
     const found = await this.#untilStored(() => storeSendJobOnce(this.#db, job, this.#clock(), late));
     return found === 'found' ? 'stored' : found;
   }

@@ -1,6 +1,7 @@
 import type { Transaction } from 'kysely';
 import { DomainError } from '../domain/errors.ts';
 import type { EngineEvent } from '../domain/messages.ts';
+import { nextAccountGeneration } from '../store/account-generations.ts';
 import { takeHeldReceipts } from '../store/held-receipts.ts';
 import type { Database } from '../store/schema.ts';
 import { cancelSendJobsOnLogout } from '../store/send-jobs.ts';
@@ -28,6 +29,8 @@ export const RETIRED_RELAYS_MS = DAY_MS + 3_600_000;
  * When `event` is the instance's `SessionStatus` `logged_out` (a logout through the API, or the phone unlinked the
  * device), ends what belonged to the account that logged out, in the recorder's transaction `trx`, so it commits with
  * the logout's event or not at all:
+ * - the instance's account generation (`instances.account_generation`) moves, so a send accepted before the logout
+ *   whose job is not stored yet stores nothing (src/store/send-jobs.ts `insertAcceptedSendJobs`);
  * - every `pending` send job of the instance (queued, scheduled, or synchronous and waiting its turn) is canceled,
  *   with a `MessageStatus` `canceled` event at the logout's time for each, recorded in the same transaction
  *   (docs/decisions/0074-logout-cancels-pending-sends.md): what the account accepted never goes out from the next
@@ -48,6 +51,10 @@ export async function endAccountOnLogout(
   event: EngineEvent,
 ): Promise<EngineEvent[]> {
   if (event.type !== 'sessionStatus' || event.status !== 'logged_out') return [];
+  // The account's generation moves first: a send job accepted under the one before is not inserted once this commits,
+  // and on PostgreSQL an insert that read it (`for share`) holds this write until its jobs are committed, so the
+  // cancel below sees them (src/store/send-jobs.ts `insertAcceptedSendJobs`).
+  await nextAccountGeneration(trx, instanceId);
   // The jobs first, then the pace's row: the order a pace set through the API writes them in.
   const ids = await cancelSendJobsOnLogout(trx, instanceId, event.at);
   await retireAccountRelays(trx, instanceId, event.at - RETIRED_RELAYS_MS, event.at);

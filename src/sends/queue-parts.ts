@@ -32,7 +32,7 @@ export interface QueueHooks {
   /** The instance's pause in force now, or null (`SendQueue.pause`). @throws the store's error. */
   pause(instanceId: string): Promise<SendPause | null>;
   /** Stores a new job with the others of this turn (`SendQueue.store`). */
-  store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed'>;
+  store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed' | 'refused'>;
   /** The wait for a job left to the queue (`SendQueue.waitFor`). */
   waitFor(job: Pick<SendJob, 'instanceId' | 'id'>, signal?: WaitSignal): Promise<SentMessage>;
 }

@@ -12,6 +12,7 @@ import type { Database } from '../store/schema.ts';
 import { countDueSendJobs } from '../store/send-job-claims.ts';
 import type { LateFailure, NewSendJob, SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
+import { AccountGenerations } from './account-generations.ts';
 import { type DrainContext, drain } from './drain.ts';
 import type { GroupInsert } from './group-insert.ts';
 import { isLogin, loggedIn, loggedOut } from './logins.ts';
@@ -59,6 +60,8 @@ export class SendQueue implements EventProjection {
   readonly #pace: PaceKeeper;
   /** The group commit of new jobs (group-insert.ts). */
   readonly #inserts: GroupInsert;
+  /** The account generations sends are accepted under (account-generations.ts). */
+  readonly #accounts: AccountGenerations;
   /** The relay of one claimed job and its outcome (relay.ts). */
   readonly #jobs: JobRelay;
   /** The periodic look for instances with due jobs (sweep.ts). */
@@ -103,6 +106,7 @@ export class SendQueue implements EventProjection {
     this.#runners = parts.runners;
     this.#pace = parts.pace;
     this.#inserts = parts.inserts;
+    this.#accounts = new AccountGenerations(deps.db);
     this.#jobs = parts.jobs;
     this.#sweep = parts.sweep;
     this.#deadlines = parts.deadlines;
@@ -168,6 +172,7 @@ export class SendQueue implements EventProjection {
     }
     if (event.type === 'sessionStatus' && event.status === 'logged_out') {
       loggedOut(this.#runners, this.#pace, instanceId);
+      this.#accounts.loggedOut(instanceId);
       return;
     }
     if (!isLogin(event)) return;
@@ -269,11 +274,19 @@ export class SendQueue implements EventProjection {
   }
 
   /**
+   * The account generation a send of the instance accepted now through `session` (undefined: none here) is stored
+   * under (`NewSendJob.account`; account-generations.ts `AccountGenerations.of`). @throws the store's error.
+   */
+  accountGeneration(instanceId: string, session: EngineSession | undefined): Promise<number> {
+    return this.#accounts.of(instanceId, session);
+  }
+
+  /**
    * Stores a new job (docs/decisions/0009-sends-as-jobs.md: a send is stored before its relay) with the others of
    * this turn (group commit), a write whose answer was lost written again until the store answers: `late`, the
    * result and the errors as group-insert.ts `GroupInsert.store` says.
    */
-  store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed'> {
+  store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed' | 'refused'> {
     return this.#inserts.store(job, late);
   }
 

@@ -6,6 +6,7 @@ import { eitherSignal, type WaitSignal, Withdrawal } from '../domain/withdrawal.
 import type { EngineSession } from '../engines/engine.ts';
 import { claimedSendJob, type LateFailure, type NewSendJob, type SendJob } from '../store/send-jobs.ts';
 import type { StoredPacing } from '../store/send-pacing.ts';
+import { loggedOutBeforeRelay } from './logout.ts';
 import type { JobRelay } from './relay.ts';
 import { askHandBack, awaitsLogin, endImmediate, type Runner, type Runners } from './runners.ts';
 import type { SyncDeadlines } from './sync-deadline.ts';
@@ -33,7 +34,7 @@ export interface SyncRelayContext {
   /** The instance's pause in force now, or null. */
   pause(instanceId: string): Promise<SendPause | null>;
   /** Stores a new job with the others of this turn: group-insert.ts `GroupInsert.store`. */
-  store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed'>;
+  store(job: NewSendJob, late?: LateFailure): Promise<'stored' | 'moved' | 'failed' | 'refused'>;
   /** The wait for a job left to the queue (queue.ts `SendQueue.waitFor`). */
   waitFor(job: Pick<SendJob, 'instanceId' | 'id'>, signal?: WaitSignal): Promise<SentMessage>;
   /** Wakes the instance's queue (queue.ts `SendQueue.wake`). */
@@ -87,7 +88,8 @@ function endNow(context: SyncRelayContext, instanceId: string, runner: Runner): 
  * (docs/decisions/0074-logout-cancels-pending-sends.md), never relayed at once from another account.
  * @throws the store's error (nothing was relayed; store faults as `store_unavailable`,
  *   docs/decisions/0011-store-faults.md); DomainError `timeout` for a job stored claimed after its sync wait had
- *   passed (the store answered late): it is failed unsent.
+ *   passed (the store answered late): it is failed unsent; DomainError conflict `LOGGED_OUT_BEFORE_RELAY` when the
+ *   insert found the instance's account generation moved since the send was accepted (`job.account`): nothing stored.
  */
 export async function storeSync(
   context: SyncRelayContext,
@@ -114,6 +116,8 @@ export async function storeSync(
     const stored = now ? claimed : job;
     const written = await context.store(stored, deadlines.lateFailure(job));
     if (written === 'failed') throw deadlines.timedOut();
+    // A logout committed since the send was accepted: nothing stored (docs/decisions/0074-logout-cancels-pending-sends.md).
+    if (written === 'refused') throw loggedOutBeforeRelay();
     let ours = written === 'stored';
     if (ours) {
       // Stored past the sync wait (the store answered late): failed unsent, never relayed after its client gave

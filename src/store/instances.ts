@@ -7,8 +7,11 @@ import { tellInstancesWritten } from './instance-writes.ts';
 import type { Database, InstancesTable } from './schema.ts';
 import { toIso, toMs } from './times.ts';
 
-/** An instance row's columns the service writes and reads (the store's triggers keep `routing_version`). */
-export type InstanceColumns = Omit<InstancesTable, 'routing_version'>;
+/**
+ * An instance row's columns the service writes and reads (the store's triggers keep `routing_version`; the logout's
+ * transaction moves `account_generation`, src/sends/logout.ts).
+ */
+export type InstanceColumns = Omit<InstancesTable, 'routing_version' | 'account_generation'>;
 
 /** Converts a stored row (times to RFC 3339); unknown event names in a stored subscription are dropped. */
 export function toInstance(row: InstanceColumns): Instance {

@@ -57,6 +57,12 @@ export interface InstancesTable {
    * docs/decisions/0065-routing-version.md); never written by the service. PostgreSQL's bigint reads as a string.
    */
   routing_version: Generated<number | string>;
+  /**
+   * How many logouts of the instance the store recorded (migration 0040): moved in the transaction of a logout's
+   * cancel of the pending sends; a new send job is inserted only while it holds the value its send was accepted under
+   * (docs/decisions/0074-logout-cancels-pending-sends.md).
+   */
+  account_generation: Generated<number>;
 }
 
 /** An API key: its hash, scopes, environment and organization (docs/decisions/0003-scopes-and-keys.md). */

@@ -1,7 +1,9 @@
 import { type Insertable, type Kysely, type Selectable, sql } from 'kysely';
 import { extended } from '../domain/objects.ts';
 import type { SendJobStatus, SendMode } from '../domain/sends.ts';
+import { lockedAccountGenerations } from './account-generations.ts';
 import { compiledListStatement, isPostgres } from './compiled.ts';
+import { runLast } from './last-statement.ts';
 import { rowSetInsert } from './row-sets.ts';
 import type { Database, SendJobsTable } from './schema.ts';
 
@@ -86,11 +88,14 @@ export function toJob(row: Selectable<SendJobsTable>): SendJob {
 /**
  * What {@link insertSendJob} stores: the job's fields of {@link SendJob} that exist before its first relay, `now`
  * (epoch ms) for its timestamps and, when set, `claimedBy`: the job is stored already claimed (`sending`, attempt 1).
+ * `account`, when set, is the instance's account generation the send was accepted under (`instances.account_generation`,
+ * src/store/account-generations.ts): {@link insertAcceptedSendJobs} and {@link storeSendJobOnce} store the job only
+ * while the instance's row still holds it (docs/decisions/0074-logout-cancels-pending-sends.md). It is not stored.
  */
 export type NewSendJob = Pick<
   SendJob,
   'instanceId' | 'id' | 'seq' | 'chat' | 'kind' | 'payload' | 'mode' | 'runAt' | 'sendAt' | 'maxAttempts'
-> & { now: number; claimedBy?: string };
+> & { now: number; claimedBy?: string; account?: number };
 
 /** The stored form of `job`, inserted already claimed by its `claimedBy` node (`sending`, attempt 1, never failed). */
 export function claimedSendJob(job: NewSendJob & { claimedBy: string }): SendJob {
@@ -114,6 +119,39 @@ export async function insertSendJobs(db: Kysely<Database>, jobs: readonly NewSen
 }
 
 /**
+ * Stores new jobs as {@link insertSendJobs} does, in one transaction, but only those whose instance's account
+ * generation is still the one they were accepted under (`NewSendJob.account`; a job without one is stored as it is):
+ * the generation is read in the same transaction (src/store/account-generations.ts `lockedAccountGenerations`), so a
+ * logout whose cancel of the account's pending sends committed first refuses the job, and one committing after sees
+ * it (docs/decisions/0074-logout-cancels-pending-sends.md). A refused job leaves the others of the group stored.
+ * @returns the jobs refused (nothing of them stored). @throws when any row stored fails (none is stored then).
+ */
+export async function insertAcceptedSendJobs(
+  db: Kysely<Database>,
+  jobs: readonly NewSendJob[],
+): Promise<ReadonlySet<NewSendJob>> {
+  const checked = jobs.filter((job) => job.account !== undefined);
+  if (checked.length === 0) {
+    await insertSendJobs(db, jobs);
+    return new Set();
+  }
+  return db.transaction().execute(async (trx) => {
+    const generations = await lockedAccountGenerations(
+      trx,
+      checked.map((job) => job.instanceId),
+    );
+    const refused = new Set(checked.filter((job) => generations.get(job.instanceId) !== job.account));
+    const kept = jobs.filter((job) => !refused.has(job));
+    // On PostgreSQL the insert leaves with the commit (docs/decisions/0063-pipelined-commit.md): one round trip for
+    // both, after the read's.
+    if (kept.length > 0 && isPostgres(trx))
+      await runLast(trx, SEND_JOB_ROWS.recordSetQuery(trx, kept.map(newJobRow)));
+    else await insertSendJobs(trx, kept);
+    return refused;
+  });
+}
+
+/**
  * A synchronous job's failure once its wait is over (src/sends/sync-deadline.ts): from `at` (epoch ms) on, a
  * {@link storeSendJobOnce} writes the job failed unsent with `error` instead.
  */
@@ -132,7 +170,9 @@ export interface LateFailure {
  * that write (PostgreSQL's reads take no lock) keeps the job, `moved`, and is never failed under the relay.
  * @returns `stored` when this call wrote the row; `found` when the earlier try had and the row is still as that try
  *   wrote it (`pending` with no attempt, or `sending` held by `claimedBy` with one); `moved` when it had and a relay
- *   changed the job since (claimed, handed back or ended, here or on another node); `failed` when it was late.
+ *   changed the job since (claimed, handed back or ended, here or on another node); `failed` when it was late;
+ *   `refused` when no try stored it and the instance's account generation is no longer `job.account` (a logout
+ *   committed since the send was accepted: nothing stored, {@link insertAcceptedSendJobs}).
  * @throws Error when a different job holds the key (two sends with one message id: a bug); the store's error as
  *   it raised it.
  */
@@ -141,23 +181,32 @@ export async function storeSendJobOnce(
   job: NewSendJob,
   now: number,
   late?: LateFailure,
-): Promise<'stored' | 'found' | 'moved' | 'failed'> {
+): Promise<'stored' | 'found' | 'moved' | 'failed' | 'refused'> {
   const written = newJobRow(job);
   const fail = late !== undefined && now >= late.at;
   const failed = { status: 'failed', last_error: late?.error ?? null, locked_by: null, locked_at: null };
   return db.transaction().execute(async (trx) => {
-    const inserted = await trx
-      .insertInto('send_jobs')
-      .values(fail ? extended(written, failed) : written)
-      .onConflict((conflict) => conflict.columns(['instance_id', 'id']).doNothing())
-      .executeTakeFirst();
-    if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return fail ? 'failed' : 'stored';
+    // Inserted only under the account it was accepted under (insertAcceptedSendJobs); a row found is looked at all
+    // the same, since the first try may have stored it before a logout.
+    const kept =
+      job.account === undefined ||
+      (await lockedAccountGenerations(trx, [job.instanceId])).get(job.instanceId) === job.account;
+    if (kept) {
+      const inserted = await trx
+        .insertInto('send_jobs')
+        .values(fail ? extended(written, failed) : written)
+        .onConflict((conflict) => conflict.columns(['instance_id', 'id']).doNothing())
+        .executeTakeFirst();
+      if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return fail ? 'failed' : 'stored';
+    }
     const row = await trx
       .selectFrom('send_jobs')
       .select(['seq', 'chat', 'kind', 'payload', 'mode', 'created_at', 'status', 'attempts', 'locked_by'])
       .where('instance_id', '=', job.instanceId)
       .where('id', '=', job.id)
       .executeTakeFirst();
+    // Not stored by the first try, and the account changed since the send was accepted.
+    if (row === undefined && !kept) return 'refused';
     const same =
       row !== undefined &&
       Number(row.seq) === job.seq &&

@@ -98,6 +98,22 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
       }
     };
 
+    /**
+     * Sends `body`, closing the connection as the commit of the transaction that wrote a statement matching
+     * `statement` is written (a new job's insert commits with the read of its instance's account generation,
+     * docs/decisions/0074-logout-cancels-pending-sends.md).
+     */
+    const sendBreakingCommit = async (statement: RegExp, body: unknown, headers?: Record<string, string>) => {
+      const before = broken;
+      breakCommitAfter = statement;
+      try {
+        return await t.call('POST', '/v1/messages/send', body, headers);
+      } finally {
+        breakCommitAfter = undefined;
+        assert.equal(broken, before + 1, 'a connection broke as it committed');
+      }
+    };
+
     before(async () => {
       testStore = await createTestStore(dialect);
       const schema = testStore.schema ?? 'public';
@@ -165,7 +181,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
 
     it('a synchronous send whose job insert broke as it committed answers 200 and goes out once', async () => {
       const body = `${MARK} sync`;
-      const res = await sendBreaking(/^insert into "send_jobs"/i, { phone: PEER, body });
+      const res = await sendBreakingCommit(/^insert into "send_jobs"/i, { phone: PEER, body });
       assert.equal(res.status, 200, JSON.stringify(res.body));
       const id: string = res.body.data.id;
       assert.deepEqual(await jobRows(id), [{ id, status: 'sent', attempts: 1 }]);
@@ -174,7 +190,7 @@ for (const dialect of testDialects().filter((each) => each === 'postgres')) {
 
     it('a queued send whose job insert broke as it committed answers 202 and goes out once', async () => {
       const body = `${MARK} async`;
-      const res = await sendBreaking(/^insert into "send_jobs"/i, { phone: PEER, body }, ASYNC);
+      const res = await sendBreakingCommit(/^insert into "send_jobs"/i, { phone: PEER, body }, ASYNC);
       assert.equal(res.status, 202, JSON.stringify(res.body));
       const id: string = res.body.data.id;
       await eventually('relayed', async () => (await jobRows(id))[0]?.status === 'sent');
