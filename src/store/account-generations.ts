@@ -3,7 +3,7 @@ import { isPostgres } from './compiled.ts';
 import type { Database } from './schema.ts';
 
 /**
- * Moves instance `instanceId`'s account generation (`instances.account_generation`, migration 0040) on: called by a
+ * Moves instance `instanceId`'s account generation (`instances.account_generation`, migration 0039) on: called by a
  * logout's transaction before it cancels the account's pending sends (src/sends/logout.ts), so a send job accepted
  * under the generation before is not inserted once the logout committed
  * (docs/decisions/0074-logout-cancels-pending-sends.md). @throws the store's error.

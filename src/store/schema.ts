@@ -58,7 +58,7 @@ export interface InstancesTable {
    */
   routing_version: Generated<number | string>;
   /**
-   * How many logouts of the instance the store recorded (migration 0040): moved in the transaction of a logout's
+   * How many logouts of the instance the store recorded (migration 0039): moved in the transaction of a logout's
    * cancel of the pending sends; a new send job is inserted only while it holds the value its send was accepted under
    * (docs/decisions/0074-logout-cancels-pending-sends.md).
    */

@@ -35,7 +35,7 @@ import * as lidChatsMoved from './0033_lid_chats_moved.ts';
 import * as lidSendersRenamed from './0035_lid_senders_renamed.ts';
 import * as recordedUpdates from './0037_recorded_updates.ts';
 import * as heldReceipts from './0038_held_receipts.ts';
-import * as instanceAccountGeneration from './0040_instance_account_generation.ts';
+import * as instanceAccountGeneration from './0039_instance_account_generation.ts';
 
 /**
  * Every migration, in order. Names are numbered; add a new file and list it here (never edit one that shipped).
@@ -78,7 +78,7 @@ export const migrations: Record<string, Migration> = {
   '0035_lid_senders_renamed': lidSendersRenamed,
   '0037_recorded_updates': recordedUpdates,
   '0038_held_receipts': heldReceipts,
-  '0040_instance_account_generation': instanceAccountGeneration,
+  '0039_instance_account_generation': instanceAccountGeneration,
 };
 
 /** Hands Kysely's `Migrator` the in-code list above (no file-system scanning, so it works from any cwd). */
