@@ -314,8 +314,9 @@ for (const dialect of testDialects()) {
         assert.equal(await finish('slow-worker', old.lockedAt, old.attemptId, outcome), false, outcome.kind);
       }
       assert.equal(await releaseClaims(db(), 'slow-worker'), 0, 'it releases only its own claims');
-      // The new owner's id with the old claim's time (its own earlier claim, given back and claimed again).
-      assert.equal(await finish('new-owner', old.lockedAt, taken.attemptId, { kind: 'failed' }), false);
+      // The new owner's id with the old claim's time (its own earlier claim, given back and claimed again: that claim's
+      // attempt was another row, here the abandoned one).
+      assert.equal(await finish('new-owner', old.lockedAt, old.attemptId, { kind: 'failed' }), false);
       assert.deepEqual(await row(old.eventId), {
         status: 'pending',
         attempts: 2,
@@ -332,10 +333,10 @@ for (const dialect of testDialects()) {
       assert.deepEqual(
         (await attemptRows(old.eventId)).map((a) => [a.number, a.worker, a.status_code]),
         [
-          [1, 'slow-worker', 410],
+          [1, 'slow-worker', null],
           [2, 'new-owner', 200],
         ],
-        'each attempt row holds its own worker’s result',
+        'the taken-over attempt stays abandoned (docs/decisions/0113-an-abandoned-attempt-stays-abandoned.md); the new owner’s holds its result',
       );
     });
 
