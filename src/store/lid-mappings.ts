@@ -137,17 +137,8 @@ export async function keptPhoneJids(
     else if (!named.includes(jid)) named.push(jid);
   }
   const kept = new Map<Jid, Jid>();
-  const lids = [...lidsOf.keys()];
-  for (let start = 0; start < lids.length; start += LOOKUP_CHUNK) {
-    const rows = await db
-      .selectFrom('lid_mappings')
-      .select(['lid', 'phone'])
-      .where('instance_id', '=', instanceId)
-      .where('lid', 'in', lids.slice(start, start + LOOKUP_CHUNK))
-      .execute();
-    for (const row of rows) {
-      for (const jid of lidsOf.get(row.lid) ?? []) kept.set(jid, userJid(row.phone));
-    }
+  for (const [lid, phone] of await findLidPhones(db, instanceId, [...lidsOf.keys()])) {
+    for (const jid of lidsOf.get(lid) ?? []) kept.set(jid, userJid(phone));
   }
   return kept;
 }
